@@ -1,0 +1,1 @@
+"""The connector hub: connectors whose actions become engine tools."""
