@@ -1,0 +1,269 @@
+"""ReActAgent: the public face of the engine.
+
+``run()`` selects tools (when there are many), runs the tool loop (``loop.RunLoop``)
+and always returns a consistent ``AgentResult``: a failing model, a stop request or a
+bug in a tool never escapes as an exception. ``stream_answer()`` then writes the
+user-facing answer from the run's full trace, streaming its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .context_guard import ContextGuard
+from .env import (
+    COMPLETION_CHECK_MIN_TOOLS_VAR,
+    CYCLE_DETECTION_THRESHOLD_VAR,
+    positive_int_from_env,
+)
+from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
+from .executor import ExecutorLimits, ToolExecutor
+from .hooks import HookChain, RunContext
+from .interrupts import InterruptQueue
+from .llm import LLM
+from .loop import RunLoop
+from .messages import Message
+from .prompts import JSON_SYSTEM_PROMPT, NATIVE_SYSTEM_PROMPT
+from .result import AgentResult, LoopMode
+from .selection import select_tools
+from .synthesis import synthesize
+from .tools import Tool, ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_BUDGET = 96_000
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    max_iterations: int
+    completion_check: bool
+    completion_check_min_tools: int
+    cycle_threshold: int
+    cycle_stop_after: int
+    reflection_interval: int
+    max_reformat_retries: int
+
+
+class ReActAgent:
+    """A ReAct agent over one LLM and a registry of tools.
+
+    Hooks (``pre_tool_use`` / ``post_tool_use``) run around every tool call of every
+    run of this agent. ``context_budget`` is the ContextGuard's token budget.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        *,
+        hooks: Sequence[object] = (),
+        max_iterations: int = 50,
+        use_native_tools: bool = True,
+        completion_check: bool = True,
+        completion_check_min_tools: int | None = None,
+        cycle_threshold: int | None = None,
+        cycle_stop_after: int = 2,
+        reflection_interval: int = 6,
+        max_reformat_retries: int = 2,
+        system_prompt: str | None = None,
+        instructions: str | None = None,
+        context_budget: int | None = None,
+        tool_timeout: float = 60.0,
+        max_parallel_tools: int = 8,
+        max_observation_chars: int = 32_000,
+        selection_threshold: int = 12,
+        max_selected_tools: int = 6,
+    ) -> None:
+        if max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+        self.llm = llm
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.hooks = HookChain(hooks)
+        self.use_native_tools = use_native_tools
+        self.system_prompt = system_prompt
+        self.instructions = instructions
+        self.context_budget = context_budget or DEFAULT_CONTEXT_BUDGET
+        self.selection_threshold = selection_threshold
+        self.max_selected_tools = max_selected_tools
+        self.limits = ExecutorLimits(tool_timeout, max_parallel_tools, max_observation_chars)
+        self.settings = LoopSettings(
+            max_iterations=max_iterations,
+            completion_check=completion_check,
+            completion_check_min_tools=completion_check_min_tools
+            or positive_int_from_env(COMPLETION_CHECK_MIN_TOOLS_VAR, 3),
+            cycle_threshold=cycle_threshold
+            or positive_int_from_env(CYCLE_DETECTION_THRESHOLD_VAR, 3),
+            cycle_stop_after=max(1, cycle_stop_after),
+            reflection_interval=reflection_interval,
+            max_reformat_retries=max(1, max_reformat_retries),
+        )
+        # Native function calling when asked for and the model can do it; JSON otherwise.
+        self.mode: LoopMode = (
+            "native" if use_native_tools and llm.abilities.get("tool_call", False) else "json"
+        )
+
+    async def run(
+        self,
+        query: str,
+        *,
+        history: Sequence[Message] | None = None,
+        interrupt_queue: InterruptQueue | None = None,
+        on_event: EventCallback | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+    ) -> AgentResult:
+        """Answer ``query`` with tools; never raises for model, tool or hook failures.
+
+        ``interrupt_queue.stop()`` ends the run with status ``cancelled``. Cancelling
+        the task that awaits ``run`` from outside propagates as usual.
+        """
+        started = time.perf_counter()
+        run = RunContext(run_id or uuid.uuid4().hex, query, deps)
+        sink = EventSink(on_event)
+        task = asyncio.current_task()
+        if interrupt_queue is not None and task is not None:
+            interrupt_queue.bind(task)
+        loop: RunLoop | None = None
+        try:
+            loop = await self._prepare(query, history, run, sink, interrupt_queue)
+            await loop.run()
+        except asyncio.CancelledError:
+            stop_reason = interrupt_queue.stop_reason if interrupt_queue is not None else None
+            if stop_reason is None or task is None or task.uncancel() > 0:
+                sink.abort()
+                raise
+            if loop is None:
+                loop = self._empty_loop(query, run, sink)
+            loop.settle_cancelled(stop_reason)
+        except Exception as exc:
+            logger.exception("run %s failed", run.run_id)
+            if loop is None:
+                loop = self._empty_loop(query, run, sink)
+            loop.finish_without_answer("error", f"internal error: {type(exc).__name__}")
+        finally:
+            if interrupt_queue is not None and task is not None:
+                interrupt_queue.unbind(task)
+        result = self._result(loop, run, time.perf_counter() - started)
+        sink.emit(
+            DoneEvent(
+                result.status,
+                result.iterations,
+                result.usage,
+                result.elapsed,
+                len(result.steps),
+                result.model,
+                result.error,
+            )
+        )
+        await sink.aclose()
+        return result
+
+    async def stream_answer(
+        self,
+        query: str,
+        result: AgentResult,
+        *,
+        on_event: EventCallback | None = None,
+        fallback: bool = True,
+    ) -> AsyncIterator[str]:
+        """Stream the user-facing answer written from ``result``'s full trace.
+
+        With ``fallback`` (the default), a synthesis that fails before producing any
+        text yields ``result.answer`` instead, so the caller always gets an answer.
+        """
+        sink = EventSink(on_event)
+        try:
+            async for delta in synthesize(self.llm, query, result, fallback=fallback):
+                sink.emit(AnswerEvent(delta))
+                yield delta
+        finally:
+            await sink.aclose()
+
+    # -- internals ---------------------------------------------------------------------
+
+    async def _prepare(
+        self,
+        query: str,
+        history: Sequence[Message] | None,
+        run: RunContext,
+        sink: EventSink,
+        interrupts: InterruptQueue | None,
+    ) -> RunLoop:
+        tools = self.tools
+        loop = self._empty_loop(query, run, sink, interrupts)
+        if len(tools) > self.selection_threshold:
+            selection = await select_tools(
+                self.llm, tools, query, max_tools=self.max_selected_tools
+            )
+            loop.usage += selection.usage
+            tools = selection.tools
+        # The selected set is also the set that may execute: anything else is unknown.
+        loop.tools = tools
+        loop.executor = ToolExecutor(tools, self.hooks, run, sink, self.limits)
+        loop.add(Message.system(self._system_prompt(tools)))
+        for message in history or ():
+            loop.add(_as_history(message))
+        loop.add(Message.user(query, pinned=True, kind="query"))
+        return loop
+
+    def _empty_loop(
+        self,
+        query: str,
+        run: RunContext,
+        sink: EventSink,
+        interrupts: InterruptQueue | None = None,
+    ) -> RunLoop:
+        return RunLoop(
+            llm=self.llm,
+            settings=self.settings,
+            tools=self.tools,
+            executor=ToolExecutor(self.tools, self.hooks, run, sink, self.limits),
+            guard=ContextGuard(self.context_budget),
+            sink=sink,
+            interrupts=interrupts,
+            mode=self.mode,
+            query=query,
+        )
+
+    def _system_prompt(self, tools: ToolRegistry) -> str:
+        if self.system_prompt is not None:
+            prompt = self.system_prompt
+            if self.mode == "json":
+                prompt += "\n\n" + JSON_SYSTEM_PROMPT.format(tools=tools.json_mode_prompt())
+        elif self.mode == "native":
+            prompt = NATIVE_SYSTEM_PROMPT
+        else:
+            prompt = JSON_SYSTEM_PROMPT.format(tools=tools.json_mode_prompt())
+        if self.instructions:
+            prompt += "\n\n" + self.instructions
+        return prompt
+
+    def _result(self, loop: RunLoop, run: RunContext, elapsed: float) -> AgentResult:
+        return AgentResult(
+            answer=loop.answer,
+            messages=loop.transcript,
+            iterations=loop.iterations,
+            steps=loop.steps,
+            usage=loop.usage,
+            elapsed=elapsed,
+            status=loop.status,
+            error=loop.error,
+            mode=loop.mode,
+            tools=tuple(loop.tools.names()),
+            run_id=run.run_id,
+            model=getattr(self.llm, "model", None),
+            compactions=loop.compactions,
+        )
+
+
+def _as_history(message: Message) -> Message:
+    if message.kind == "history" or message.role == "system":
+        return message
+    return replace(message, kind="history")

@@ -1,0 +1,170 @@
+"""Run events: what a run did, as it happens, for cards, consoles and logs.
+
+The same four event types a web UI receives over Server-Sent Events:
+``step`` (a tool call started or finished), ``answer`` (a delta of the synthesized
+answer), ``compact`` (the context was summarised) and ``done`` (the run ended).
+
+``EventSink`` delivers them to the caller's ``on_event`` in order, from a task of its
+own, so a slow consumer never holds up the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from .messages import Usage
+
+logger = logging.getLogger(__name__)
+
+StepStatus = Literal["ok", "error", "blocked", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    type: ClassVar[str] = "step"
+    phase: Literal["started", "finished"]
+    index: int
+    iteration: int
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    observation: str | None = None
+    status: StepStatus | None = None
+    duration: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "phase": self.phase,
+            "index": self.index,
+            "iteration": self.iteration,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "observation": self.observation,
+            "status": self.status,
+            "duration": self.duration,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerEvent:
+    type: ClassVar[str] = "answer"
+    delta: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "delta": self.delta}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactEvent:
+    type: ClassVar[str] = "compact"
+    tokens_before: int
+    tokens_after: int
+    messages_summarized: int
+    summarized_by_model: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "messages_summarized": self.messages_summarized,
+            "summarized_by_model": self.summarized_by_model,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DoneEvent:
+    type: ClassVar[str] = "done"
+    status: str
+    iterations: int
+    usage: Usage
+    elapsed: float
+    tool_calls: int
+    model: str | None = None
+    error: str | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "iterations": self.iterations,
+            "usage": self.usage.as_dict(),
+            "elapsed": round(self.elapsed, 3),
+            "tool_calls": self.tool_calls,
+            "model": self.model,
+            "error": self.error,
+        }
+
+
+RunEvent = StepEvent | AnswerEvent | CompactEvent | DoneEvent
+EventCallback = Callable[[RunEvent], Awaitable[None] | None]
+
+
+class EventSink:
+    """Queues events and hands them to ``on_event`` one at a time, in order.
+
+    ``emit`` never waits. ``aclose`` waits until every queued event was delivered;
+    a consumer that raises is logged and keeps receiving the following events.
+    """
+
+    def __init__(self, on_event: EventCallback | None) -> None:
+        self._on_event = on_event
+        self._is_async = on_event is not None and inspect.iscoroutinefunction(on_event)
+        self._pending: deque[RunEvent] = deque()
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        if on_event is not None:
+            self._task = asyncio.get_running_loop().create_task(self._deliver())
+
+    @property
+    def active(self) -> bool:
+        return self._task is not None
+
+    def emit(self, event: RunEvent) -> None:
+        if self._task is None or self._closed:
+            return
+        self._pending.append(event)
+        self._wakeup.set()
+
+    async def aclose(self) -> None:
+        if self._task is None or self._closed:
+            return
+        self._closed = True
+        self._wakeup.set()
+        await asyncio.shield(self._task)
+
+    def abort(self) -> None:
+        """Stop delivering (the run itself was cancelled from outside)."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def _deliver(self) -> None:
+        assert self._on_event is not None
+        on_event = self._on_event
+        pending = self._pending
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while pending:
+                event = pending.popleft()
+                try:
+                    if self._is_async:
+                        await on_event(event)  # type: ignore[misc]
+                    else:
+                        maybe = on_event(event)
+                        if inspect.isawaitable(maybe):
+                            await maybe
+                except Exception:
+                    logger.exception("on_event consumer failed on %s event", event.type)
+            if self._closed and not pending:
+                return

@@ -1,0 +1,236 @@
+"""Runs the tool calls of one assistant turn: validation, hooks, timeout, observation.
+
+Every failure becomes an observation the model can read (unknown tool, bad arguments,
+a blocking hook, an exception, a timeout); nothing here raises except cancellation.
+Parallel calls run concurrently under a cap, and results come back in call order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .events import EventSink, StepEvent, StepStatus
+from .hooks import HookChain, RunContext, ToolUse
+from .messages import ToolCall
+from .result import Step
+from .tools import Artifact, ToolArgumentsError, ToolError, ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+TRUNCATED_NOTE = "\n[... output cut at {limit} characters]"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorLimits:
+    default_timeout: float = 60.0
+    max_parallel: int = 8
+    max_observation_chars: int = 32_000
+
+
+class ToolExecutor:
+    """Executes tool calls for one run against the tools chosen for that run."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        hooks: HookChain,
+        run: RunContext,
+        sink: EventSink,
+        limits: ExecutorLimits,
+    ) -> None:
+        self.tools = tools
+        self.hooks = hooks
+        self.run = run
+        self.sink = sink
+        self.limits = limits
+        self.finished: dict[str, Step] = {}
+        self._next_index = 0
+        self._semaphore = asyncio.Semaphore(limits.max_parallel)
+
+    async def execute(
+        self, calls: Sequence[ToolCall], iteration: int, reason: str | None = None
+    ) -> list[Step]:
+        """Run ``calls`` and return their steps in call order."""
+        first = self._next_index
+        self._next_index += len(calls)
+        if len(calls) == 1:
+            return [await self._run_one(calls[0], first, iteration, reason)]
+        return list(
+            await asyncio.gather(
+                *(
+                    self._run_capped(call, first + offset, iteration, reason)
+                    for offset, call in enumerate(calls)
+                )
+            )
+        )
+
+    async def _run_capped(
+        self, call: ToolCall, index: int, iteration: int, reason: str | None
+    ) -> Step:
+        async with self._semaphore:
+            return await self._run_one(call, index, iteration, reason)
+
+    async def _run_one(
+        self, call: ToolCall, index: int, iteration: int, reason: str | None
+    ) -> Step:
+        started = time.perf_counter()
+        arguments: Mapping[str, Any] = call.arguments
+        sink = self.sink
+        if sink.active:
+            sink.emit(StepEvent("started", index, iteration, call.id, call.name, arguments))
+        observation, status, error, artifacts, arguments = await self._outcome(
+            call, iteration, reason
+        )
+        step = Step(
+            index=index,
+            iteration=iteration,
+            call_id=call.id,
+            tool=call.name,
+            arguments=arguments,
+            observation=observation,
+            status=status,
+            duration=time.perf_counter() - started,
+            error=error,
+            artifacts=artifacts,
+        )
+        self.finished[call.id] = step
+        if sink.active:
+            sink.emit(
+                StepEvent(
+                    "finished",
+                    index,
+                    iteration,
+                    call.id,
+                    call.name,
+                    arguments,
+                    observation,
+                    status,
+                    step.duration,
+                )
+            )
+        return step
+
+    async def _outcome(
+        self, call: ToolCall, iteration: int, reason: str | None
+    ) -> tuple[str, StepStatus, str | None, tuple[Artifact, ...], Mapping[str, Any]]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.tools.names()) or "none"
+            error = f"unknown tool {call.name!r}"
+            return (
+                f"Error: {error}. Available tools: {available}.",
+                "error",
+                error,
+                (),
+                call.arguments,
+            )
+        if call.parse_error is not None:
+            error = f"arguments are not a JSON object ({call.parse_error})"
+            return (
+                f"Error: {error}. Call {call.name} again with valid JSON arguments.",
+                "error",
+                error,
+                (),
+                call.arguments,
+            )
+        try:
+            arguments = tool.validate_arguments(call.arguments)
+        except ToolArgumentsError as exc:
+            return f"Error: {exc}", "error", str(exc), (), call.arguments
+
+        use = ToolUse(
+            call.name, arguments, call.id, tool.side_effect, tool, iteration, self.run, reason
+        )
+        if self.hooks:
+            decision = await self.hooks.pre(use)
+            if decision.blocked_reason is not None:
+                reason_text = decision.blocked_reason
+                observation = f"Tool call blocked: {reason_text}. The tool did not run."
+                return observation, "blocked", reason_text, (), arguments
+            if decision.call is not use:
+                try:
+                    use = replace(use, arguments=tool.validate_arguments(decision.call.arguments))
+                except ToolArgumentsError as exc:
+                    error = f"a policy hook rewrote the arguments into invalid ones: {exc}"
+                    return f"Tool call blocked: {error}.", "blocked", error, (), arguments
+
+        observation, error, artifacts = await self._invoke(use)
+        if self.hooks:
+            if error is not None:
+                use = replace(use, error=error)
+            observation = await self.hooks.post(use, observation)
+        return observation, ("error" if error else "ok"), error, artifacts, use.arguments
+
+    async def _invoke(self, use: ToolUse) -> tuple[str, str | None, tuple[Artifact, ...]]:
+        tool = use.tool
+        limit = tool.timeout or self.limits.default_timeout
+        try:
+            async with asyncio.timeout(limit) as deadline:
+                output = await tool.handler(**use.arguments)
+        except TimeoutError:
+            if deadline.expired():
+                error = f"{tool.name} timed out after {limit:g} s"
+                return f"Error: {error}.", error, ()
+            return self._failure(tool.name, TimeoutError("timed out"))
+        except ToolError as exc:
+            return f"Error: {exc}", str(exc) or type(exc).__name__, ()
+        except ToolArgumentsError as exc:
+            return f"Error: {exc}", str(exc), ()
+        except Exception as exc:
+            return self._failure(tool.name, exc)
+        observation, artifacts = render_output(tool.name, output)
+        return self._cap(observation), None, artifacts
+
+    @staticmethod
+    def _failure(name: str, exc: BaseException) -> tuple[str, str, tuple[Artifact, ...]]:
+        logger.warning("tool %s raised %s", name, type(exc).__name__, exc_info=exc)
+        detail = str(exc)[:500]
+        error = f"{name} failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
+        return f"Error: {error}", error, ()
+
+    def _cap(self, observation: str) -> str:
+        limit = self.limits.max_observation_chars
+        if len(observation) <= limit:
+            return observation
+        return observation[:limit] + TRUNCATED_NOTE.format(limit=limit)
+
+
+def render_output(tool_name: str, output: Any) -> tuple[str, tuple[Artifact, ...]]:
+    """Turn a handler's return value into the observation text and any artifacts."""
+    if isinstance(output, str):
+        if _looks_like_html_document(output):
+            artifact = Artifact(f"{tool_name}.html", output, "text/html")
+            return artifact_summary(artifact), (artifact,)
+        return output, ()
+    if isinstance(output, Artifact):
+        return artifact_summary(output), (output,)
+    if isinstance(output, list | tuple) and any(isinstance(o, Artifact) for o in output):
+        parts: list[str] = []
+        artifacts: list[Artifact] = []
+        for item in output:
+            text, found = render_output(tool_name, item)
+            parts.append(text)
+            artifacts.extend(found)
+        return "\n".join(parts), tuple(artifacts)
+    if output is None:
+        return "(no output)", ()
+    try:
+        return json.dumps(output, ensure_ascii=False, default=str), ()
+    except (TypeError, ValueError):
+        return str(output), ()
+
+
+def artifact_summary(artifact: Artifact) -> str:
+    size = len(artifact.content)
+    return f"[Artifact generated: {artifact.name}] ({artifact.media_type}, {size} characters)"
+
+
+def _looks_like_html_document(text: str) -> bool:
+    head = text[:64].lstrip().lower()
+    return head.startswith(("<!doctype html", "<html"))

@@ -1,0 +1,134 @@
+"""PreToolUse / PostToolUse hooks: policy that runs outside the model's control.
+
+A hook is any object with ``async pre_tool_use(call)`` and/or
+``async post_tool_use(call, observation)``, each returning a :class:`HookResult`.
+Hooks run in the order given. A pre hook may block the call (the model sees the
+reason), rewrite its arguments (later hooks see the rewrite) or just observe; a post
+hook may rewrite the observation.
+
+Hooks fail closed: a pre hook that raises, or returns anything but a ``HookResult``,
+blocks the call; a post hook that does withholds the observation. A hook may await as
+long as it needs (an approval waits for a human); cancelling the run cancels the wait.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .tools import SideEffect, Tool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """What a hook decided. A non-None ``arguments`` / ``observation`` replaces the original."""
+
+    allow: bool = True
+    reason: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    observation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Who and what a run is for; ``deps`` is whatever the caller passed to ``run()``."""
+
+    run_id: str
+    query: str
+    deps: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """A tool call as hooks see it."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    call_id: str
+    side_effect: SideEffect
+    tool: Tool
+    iteration: int
+    run: RunContext
+    # The model's stated reasoning for this call, when it gave one.
+    reason: str | None = None
+    # For post hooks: why the tool failed, or None when it succeeded.
+    error: str | None = None
+
+
+class PreToolUseHook(Protocol):
+    async def pre_tool_use(self, call: ToolUse) -> HookResult: ...
+
+
+class PostToolUseHook(Protocol):
+    async def post_tool_use(self, call: ToolUse, observation: str) -> HookResult: ...
+
+
+PreFn = Callable[[ToolUse], Awaitable[HookResult]]
+PostFn = Callable[[ToolUse, str], Awaitable[HookResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class PreDecision:
+    """The outcome of all pre hooks: the (possibly rewritten) call, or why it is blocked."""
+
+    call: ToolUse
+    blocked_reason: str | None = None
+
+
+class HookChain:
+    """Runs a list of hooks in order with fail-closed semantics."""
+
+    def __init__(self, hooks: Iterable[object] = ()) -> None:
+        self.hooks = tuple(hooks)
+        self._pre: list[tuple[str, PreFn]] = []
+        self._post: list[tuple[str, PostFn]] = []
+        for hook in self.hooks:
+            label = type(hook).__name__
+            pre = getattr(hook, "pre_tool_use", None)
+            post = getattr(hook, "post_tool_use", None)
+            if pre is None and post is None:
+                raise TypeError(f"{label} has neither pre_tool_use nor post_tool_use")
+            if pre is not None:
+                self._pre.append((label, pre))
+            if post is not None:
+                self._post.append((label, post))
+
+    def __bool__(self) -> bool:
+        return bool(self._pre or self._post)
+
+    async def pre(self, call: ToolUse) -> PreDecision:
+        for label, hook in self._pre:
+            try:
+                result = await hook(call)
+            except Exception as exc:
+                logger.exception("pre_tool_use hook %s failed for %s", label, call.name)
+                return PreDecision(call, f"policy check {label} failed ({type(exc).__name__})")
+            if not isinstance(result, HookResult):
+                logger.error("pre_tool_use hook %s returned %r", label, type(result).__name__)
+                return PreDecision(call, f"policy check {label} gave no decision")
+            if not result.allow:
+                return PreDecision(call, result.reason or f"blocked by {label}")
+            if result.arguments is not None:
+                call = replace(call, arguments=dict(result.arguments))
+        return PreDecision(call)
+
+    async def post(self, call: ToolUse, observation: str) -> str:
+        for label, hook in self._post:
+            try:
+                result = await hook(call, observation)
+            except Exception as exc:
+                logger.exception("post_tool_use hook %s failed for %s", label, call.name)
+                return f"[observation withheld: policy check {label} failed ({type(exc).__name__})]"
+            if not isinstance(result, HookResult):
+                logger.error("post_tool_use hook %s returned %r", label, type(result).__name__)
+                return f"[observation withheld: policy check {label} gave no decision]"
+            if not result.allow:
+                return f"[observation withheld: {result.reason or f'blocked by {label}'}]"
+            if result.observation is not None:
+                observation = result.observation
+        return observation

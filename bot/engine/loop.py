@@ -1,0 +1,382 @@
+"""The ReAct tool loop of one run, in native function-calling or JSON mode.
+
+``RunLoop`` owns the state of a single run: the working context (which the context
+guard may compact), the full transcript (which it never touches), the steps, usage
+and the counters behind self-reflection, cycle detection and the completion
+checklist. ``ReActAgent.run`` creates one per run.
+
+Message order in native mode is strict: an assistant message with ``tool_calls`` is
+followed by all of its tool messages, in call order, before anything else (cycle
+warnings, self-reflection and interrupts come after them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .context_guard import ContextGuard
+from .events import CompactEvent, EventSink
+from .executor import ToolExecutor
+from .interrupts import InterruptQueue
+from .json_extract import extract_json
+from .llm import LLM, LLMContextOverflow, LLMError, LLMResponse
+from .messages import Message, ToolCall, Usage
+from .prompts import (
+    COMPLETION_CHECKLIST,
+    CYCLE_WARNING,
+    EMPTY_REPLY_PROMPT,
+    REFORMAT_PROMPT,
+    SELF_REFLECTION_PROMPT,
+    interrupt_message,
+)
+from .result import LoopMode, RunStatus, Step
+from .tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from .agent import LoopSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RunLoop:
+    llm: LLM
+    settings: LoopSettings
+    tools: ToolRegistry
+    executor: ToolExecutor
+    guard: ContextGuard
+    sink: EventSink
+    interrupts: InterruptQueue | None
+    mode: LoopMode
+    query: str
+    context: list[Message] = field(default_factory=list)
+    transcript: list[Message] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    answer: str = ""
+    status: RunStatus = "completed"
+    error: str | None = None
+    compactions: int = 0
+    # Counters behind the loop rules.
+    real_tool_calls: int = 0
+    reflections: int = 0
+    checklist_done: bool = False
+    reformat_streak: int = 0
+    empty_streak: int = 0
+    cycle_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    last_cycle_counts: dict[str, int] = field(default_factory=dict)
+    # The tool calls of the last assistant message, until their results are appended.
+    pending_calls: tuple[ToolCall, ...] = ()
+
+    def add(self, message: Message) -> None:
+        self.context.append(message)
+        self.transcript.append(message)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        native = self.mode == "native"
+        tools_schema = self.tools.openai_schema() if native and len(self.tools) else None
+        while self.iterations < self.settings.max_iterations:
+            self.iterations += 1
+            response = await self._call_model(tools_schema)
+            if response is None:
+                return
+            finished = (
+                await self._native_turn(response) if native else await self._json_turn(response)
+            )
+            if finished:
+                return
+        self.finish_without_answer("max_iterations", None)
+
+    async def _call_model(self, tools_schema: list[dict[str, Any]] | None) -> LLMResponse | None:
+        await self._fit_context()
+        json_format = (
+            {"type": "json_object"}
+            if self.mode == "json" and self.llm.abilities.get("json_mode")
+            else None
+        )
+        for attempt in range(2):
+            sent = len(self.context)
+            try:
+                response = await self.llm.chat(
+                    self.context, tools=tools_schema, response_format=json_format
+                )
+            except LLMContextOverflow as exc:
+                if attempt == 0 and await self._fit_context(force=True):
+                    continue
+                return self._model_failed(exc)
+            except LLMError as exc:
+                return self._model_failed(exc)
+            except Exception as exc:
+                logger.exception("LLM %s raised unexpectedly", getattr(self.llm, "model", "?"))
+                return self._model_failed(exc)
+            self.usage += response.usage
+            self.guard.calibrate(self.context, sent, response.usage.prompt_tokens)
+            return response
+        return None
+
+    def _model_failed(self, exc: BaseException) -> None:
+        self.finish_without_answer("error", f"the model failed: {type(exc).__name__}: {exc}")
+        return None
+
+    async def _fit_context(self, *, force: bool = False) -> bool:
+        if not force and not self.guard.needs_compaction(self.context):
+            return False
+        compaction = await self.guard.compact(self.context, self.llm, aggressive=force)
+        if compaction is None:
+            return False
+        self.context = compaction.messages
+        self.usage += compaction.usage
+        self.compactions += 1
+        self.sink.emit(
+            CompactEvent(
+                compaction.tokens_before,
+                compaction.tokens_after,
+                compaction.messages_summarized,
+                compaction.summarized_by_model,
+            )
+        )
+        return True
+
+    # -- native mode -------------------------------------------------------------------
+
+    async def _native_turn(self, response: LLMResponse) -> bool:
+        if response.tool_calls:
+            calls = response.tool_calls
+            if self._cycle_stop(calls):
+                return True
+            self.add(
+                Message.assistant(
+                    response.content, calls, reasoning_content=response.reasoning_content
+                )
+            )
+            reason = response.content or response.reasoning_content
+            await self._execute(calls, reason)
+            self._after_tools(calls)
+            return False
+        return self._final_answer(response.content, response.reasoning_content)
+
+    # -- JSON mode ---------------------------------------------------------------------
+
+    async def _json_turn(self, response: LLMResponse) -> bool:
+        content = response.content or ""
+        if not content.strip() and response.reasoning_content:
+            # Reasoning models sometimes put the whole reply in reasoning_content.
+            content = response.reasoning_content
+        action = parse_json_action(content)
+        if action is None:
+            return self._reformat(content, response.reasoning_content)
+        self.reformat_streak = 0
+        if isinstance(action, JsonFinal):
+            return self._final_answer(action.answer, response.reasoning_content, raw=content)
+        call = ToolCall(f"call_{self.iterations}", action.tool, action.arguments, content)
+        if self._cycle_stop((call,)):
+            return True
+        self.add(Message.assistant(content, reasoning_content=response.reasoning_content))
+        await self._execute((call,), action.reasoning or response.reasoning_content)
+        self._after_tools((call,))
+        return False
+
+    def _reformat(self, content: str, reasoning: str | None) -> bool:
+        self.reformat_streak += 1
+        if self.reformat_streak > self.settings.max_reformat_retries:
+            # Twice unparseable: a model that cannot keep the format usually answered in
+            # prose, so its text is the answer; with no text at all the run fails.
+            text = content.strip() or (reasoning or "").strip()
+            if text:
+                self.add(Message.assistant(text))
+                self.answer = text
+                return True
+            self.finish_without_answer("error", "the model kept replying without usable content")
+            return True
+        self.add(Message.assistant(content, reasoning_content=reasoning))
+        self.add(Message.user(REFORMAT_PROMPT, kind="reformat"))
+        self._drain_interrupts()
+        return False
+
+    # -- shared rules ------------------------------------------------------------------
+
+    async def _execute(self, calls: tuple[ToolCall, ...], reason: str | None) -> None:
+        self.pending_calls = calls
+        steps = await self.executor.execute(calls, self.iterations, reason)
+        native = self.mode == "native"
+        for call, step in zip(calls, steps, strict=True):
+            if native:
+                self.add(Message.tool(call, step.observation))
+            else:
+                text = f"Observation from {call.name}:\n{step.observation}"
+                self.add(Message("user", text, name=call.name, kind="observation"))
+            self.steps.append(step)
+            if call.name in self.tools:
+                self.real_tool_calls += 1
+        self.pending_calls = ()
+
+    def _after_tools(self, calls: tuple[ToolCall, ...]) -> None:
+        threshold = self.settings.cycle_threshold
+        for call in calls:
+            if self.last_cycle_counts.get(call.id) == threshold:
+                warning = CYCLE_WARNING.format(tool=call.name, count=threshold)
+                self.add(Message.user(warning, kind="cycle_warning"))
+        interval = self.settings.reflection_interval
+        if interval and self.real_tool_calls // interval > self.reflections:
+            self.reflections = self.real_tool_calls // interval
+            reflection = SELF_REFLECTION_PROMPT.format(calls=self.real_tool_calls, goal=self.query)
+            self.add(Message.user(reflection, kind="reflection"))
+        self._drain_interrupts()
+
+    def _cycle_stop(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Count the calls; end the run when one repeats past the warning."""
+        limit = self.settings.cycle_threshold + self.settings.cycle_stop_after
+        self.last_cycle_counts = {}
+        for call in calls:
+            key = _cycle_key(call)
+            self.cycle_counts[key] = count = self.cycle_counts.get(key, 0) + 1
+            self.last_cycle_counts[call.id] = count
+            if count >= limit:
+                logger.warning("run stopped: %s repeated %d times", call.name, count)
+                self.finish_without_answer(
+                    "cycle_stopped",
+                    f"{call.name} was called with identical arguments {count} times",
+                )
+                return True
+        return False
+
+    def _final_answer(self, content: str, reasoning: str | None, *, raw: str | None = None) -> bool:
+        text = (content or "").strip() or (reasoning or "").strip()
+        if not text:
+            self.empty_streak += 1
+            if self.empty_streak > self.settings.max_reformat_retries:
+                self.finish_without_answer("error", "the model kept replying with empty content")
+                return True
+            self.add(Message.user(EMPTY_REPLY_PROMPT, kind="reformat"))
+            return False
+        self.empty_streak = 0
+        if self._drain_interrupts():
+            return False  # the user added something: this answer is stale
+        assistant = Message.assistant(raw if raw is not None else text, reasoning_content=reasoning)
+        if (
+            self.settings.completion_check
+            and not self.checklist_done
+            and self.real_tool_calls >= self.settings.completion_check_min_tools
+        ):
+            self.checklist_done = True
+            self.add(assistant)
+            self.add(Message.user(COMPLETION_CHECKLIST, kind="checklist"))
+            return False
+        self.add(assistant)
+        self.answer = text
+        return True
+
+    def _drain_interrupts(self) -> bool:
+        if self.interrupts is None or not self.interrupts.pending():
+            return False
+        texts = self.interrupts.drain()
+        self.add(Message.user(interrupt_message(texts), pinned=True, kind="interrupt"))
+        return True
+
+    # -- endings -----------------------------------------------------------------------
+
+    def finish_without_answer(self, status: RunStatus, error: str | None) -> None:
+        self.status = status
+        self.error = error
+        self.answer = fallback_summary(self.steps, status, error)
+
+    def settle_cancelled(self, reason: str) -> None:
+        """Make the transcript consistent after a stop: every requested call gets a result."""
+        for call in self.pending_calls:
+            step = self.executor.finished.get(call.id)
+            if step is None:
+                step = Step(
+                    index=len(self.steps),
+                    iteration=self.iterations,
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    observation=f"[cancelled: {reason}]",
+                    status="cancelled",
+                    duration=0.0,
+                    error=reason,
+                )
+            if self.mode == "native":
+                self.add(Message.tool(call, step.observation))
+            else:
+                text = f"Observation from {call.name}:\n{step.observation}"
+                self.add(Message("user", text, name=call.name, kind="observation"))
+            self.steps.append(step)
+        self.pending_calls = ()
+        self.finish_without_answer("cancelled", reason)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonToolCall:
+    tool: str
+    arguments: Mapping[str, Any]
+    reasoning: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JsonFinal:
+    answer: str
+
+
+def parse_json_action(content: str) -> JsonToolCall | JsonFinal | None:
+    """Read a JSON-mode reply; None when it is not one of the two accepted forms."""
+    data = extract_json(content)
+    if data is None:
+        return None
+    kind = data.get("type")
+    reasoning = data.get("reasoning") if isinstance(data.get("reasoning"), str) else None
+    if kind == "final_answer" or (kind is None and "answer" in data and "tool" not in data):
+        answer = data.get("answer")
+        if answer is None:
+            return None
+        return JsonFinal(
+            answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+        )
+    if kind == "tool_call" or (kind is None and "tool" in data):
+        tool = data.get("tool", data.get("tool_name"))
+        arguments = data.get("arguments", data.get("tool_args", {}))
+        if not isinstance(tool, str) or not tool or not isinstance(arguments, dict):
+            return None
+        return JsonToolCall(tool, arguments, reasoning)
+    return None
+
+
+def _cycle_key(call: ToolCall) -> tuple[str, str]:
+    if call.parse_error is not None:
+        return call.name, call.raw_arguments
+    try:
+        canonical = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        canonical = repr(sorted(call.arguments.items(), key=lambda kv: kv[0]))
+    return call.name, canonical
+
+
+def fallback_summary(steps: list[Step], status: RunStatus, error: str | None) -> str:
+    """A plain account of what was done, for runs that ended without a final answer."""
+    reasons = {
+        "max_iterations": "I reached the step limit before finishing.",
+        "cycle_stopped": "I stopped because I kept repeating the same tool call.",
+        "cancelled": "The run was stopped before it finished.",
+        "error": "I could not finish because of an error.",
+        "completed": "",
+    }
+    lines = [reasons[status]]
+    if error and status == "error":
+        lines[0] += f" ({error})"
+    if steps:
+        lines.append("What I found so far:")
+        for step in steps[-10:]:
+            observation = " ".join(step.observation.split())
+            if len(observation) > 200:
+                observation = observation[:199] + "…"
+            lines.append(f"- {step.tool}: {observation}")
+    else:
+        lines.append("No tool results were gathered.")
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""What a run produced: the answer, the full transcript and a record of every tool call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .events import StepStatus
+from .messages import Message, Usage
+from .tools import Artifact
+
+RunStatus = Literal["completed", "max_iterations", "cycle_stopped", "cancelled", "error"]
+LoopMode = Literal["native", "json"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One tool call: what was asked, what came back, and how it went."""
+
+    index: int
+    iteration: int
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    observation: str
+    status: StepStatus
+    duration: float
+    error: str | None = None
+    artifacts: tuple[Artifact, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(slots=True)
+class AgentResult:
+    """The outcome of ``ReActAgent.run``; always consistent, whatever ended the run.
+
+    ``messages`` is the full, uncompacted transcript (system prompt, history, question,
+    every assistant turn and observation), which synthesis reads.
+    """
+
+    answer: str
+    messages: list[Message]
+    iterations: int
+    steps: list[Step]
+    usage: Usage
+    elapsed: float
+    status: RunStatus = "completed"
+    error: str | None = None
+    mode: LoopMode = "native"
+    tools: tuple[str, ...] = ()
+    run_id: str = ""
+    model: str | None = None
+    compactions: int = 0
+    synthesis_usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def total_usage(self) -> Usage:
+        return self.usage + self.synthesis_usage

@@ -1,0 +1,183 @@
+"""Structured output from any model, degrading gracefully.
+
+``structured_llm_call`` tries, in order and as the model's abilities allow:
+
+1. ``native``: one forced function call whose parameters are the schema;
+2. ``json_mode``: ``response_format={"type": "json_object"}``, one reformat retry;
+3. ``plain_text``: JSON found in free text by ``extract_json`` (or ``regex_fallback``),
+   one reformat retry.
+
+A level succeeds when it yields a JSON object that ``parse_fn`` (if given) accepts,
+i.e. returns something other than None without raising. When every level fails the
+call returns ``default_value`` with level ``"default"``, or raises
+``StructuredOutputError`` when no default was given. Usage adds up across all calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from .json_extract import extract_json
+from .llm import LLM, LLMError
+from .messages import Message, Usage
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Level = Literal["native", "json_mode", "plain_text", "default"]
+
+_MISSING: Any = object()
+
+_REFORMAT_PROMPT = (
+    "Your previous reply could not be parsed. Reply again with only one JSON object "
+    "that matches this schema, with no prose and no code fences:\n{schema}"
+)
+_JSON_INSTRUCTION = "Reply with only one JSON object that matches this schema:\n{schema}"
+
+
+class StructuredOutputError(ValueError):
+    """No level produced a usable object and no ``default_value`` was given."""
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredCallResult(Generic[T]):
+    value: T
+    raw: str
+    level: Level
+    usage: Usage
+
+
+@dataclass(slots=True)
+class _Attempt:
+    data: dict[str, Any] | None
+    raw: str
+
+
+async def structured_llm_call(
+    llm: LLM,
+    messages: Sequence[Message],
+    schema: Mapping[str, Any],
+    *,
+    function_name: str = "respond",
+    parse_fn: Callable[[dict[str, Any]], T | None] | None = None,
+    default_value: Any = _MISSING,
+    regex_fallback: Callable[[str], dict[str, Any] | None] | None = None,
+) -> StructuredCallResult[Any]:
+    """Ask ``llm`` for an object matching ``schema``; see the module docstring."""
+    call = _StructuredCall(llm, list(messages), dict(schema), function_name, regex_fallback)
+    abilities = llm.abilities
+    levels: list[Level] = []
+    if abilities.get("tool_call") and abilities.get("tool_choice", True):
+        levels.append("native")
+    if abilities.get("json_mode"):
+        levels.append("json_mode")
+    levels.append("plain_text")
+
+    for level in levels:
+        attempt = await call.attempt(level, retry_of=None)
+        value = _accept(attempt, parse_fn)
+        if value is _MISSING and level != "native" and attempt.raw:
+            attempt = await call.attempt(level, retry_of=attempt.raw)
+            value = _accept(attempt, parse_fn)
+        if value is not _MISSING:
+            return StructuredCallResult(value, attempt.raw, level, call.usage)
+        logger.debug("structured call %s: level %s failed", function_name, level)
+
+    if default_value is not _MISSING:
+        return StructuredCallResult(default_value, call.last_raw, "default", call.usage)
+    raise StructuredOutputError(
+        f"no structured output for {function_name}; last reply: {call.last_raw[:200]!r}"
+    )
+
+
+def _accept(attempt: _Attempt, parse_fn: Callable[[dict[str, Any]], Any] | None) -> Any:
+    if attempt.data is None:
+        return _MISSING
+    if parse_fn is None:
+        return attempt.data
+    try:
+        value = parse_fn(attempt.data)
+    except Exception:
+        logger.debug("parse_fn rejected %.200s", attempt.raw, exc_info=True)
+        return _MISSING
+    return _MISSING if value is None else value
+
+
+class _StructuredCall:
+    def __init__(
+        self,
+        llm: LLM,
+        messages: list[Message],
+        schema: dict[str, Any],
+        function_name: str,
+        regex_fallback: Callable[[str], dict[str, Any] | None] | None,
+    ) -> None:
+        self.llm = llm
+        self.messages = messages
+        self.schema = schema
+        self.schema_text = json.dumps(schema, ensure_ascii=False)
+        self.function_name = function_name
+        self.regex_fallback = regex_fallback
+        self.usage = Usage()
+        self.last_raw = ""
+
+    async def attempt(self, level: Level, *, retry_of: str | None) -> _Attempt:
+        try:
+            if level == "native":
+                return await self._native()
+            return await self._text(level, retry_of)
+        except LLMError as exc:
+            logger.warning("structured call %s, level %s: %s", self.function_name, level, exc)
+            return _Attempt(None, "")
+
+    async def _native(self) -> _Attempt:
+        tool = {
+            "type": "function",
+            "function": {
+                "name": self.function_name,
+                "description": "Return the result as structured data.",
+                "parameters": self.schema,
+            },
+        }
+        response = await self.llm.chat(
+            self.messages,
+            tools=[tool],
+            tool_choice={"type": "function", "function": {"name": self.function_name}},
+        )
+        self.usage += response.usage
+        for call in response.tool_calls:
+            if call.name == self.function_name and call.parse_error is None:
+                raw = call.raw_arguments or json.dumps(dict(call.arguments), ensure_ascii=False)
+                self.last_raw = raw
+                return _Attempt(dict(call.arguments), raw)
+        # Some servers ignore tool_choice and answer in content.
+        self.last_raw = response.content or self.last_raw
+        return _Attempt(extract_json(response.content), response.content)
+
+    async def _text(self, level: Level, retry_of: str | None) -> _Attempt:
+        messages = [*self.messages, Message.user(_JSON_INSTRUCTION.format(schema=self.schema_text))]
+        if retry_of is not None:
+            messages += [
+                Message.assistant(retry_of),
+                Message.user(_REFORMAT_PROMPT.format(schema=self.schema_text), kind="reformat"),
+            ]
+        response = await self.llm.chat(
+            messages,
+            response_format={"type": "json_object"} if level == "json_mode" else None,
+        )
+        self.usage += response.usage
+        content = response.content or ""
+        if content:
+            self.last_raw = content
+        data = extract_json(content)
+        if data is None and level == "plain_text" and self.regex_fallback is not None:
+            try:
+                data = self.regex_fallback(content)
+            except Exception:
+                logger.debug("regex_fallback failed", exc_info=True)
+                data = None
+        return _Attempt(data, content)
