@@ -1,0 +1,1 @@
+"""Reusable fakes for tests: in-process stand-ins for the services the bot talks to."""
