@@ -50,6 +50,9 @@ def estimate_tokens(text: str) -> int:
     return wide + (n_chars - wide + 3) // 4
 
 
+_NOTE_TOKENS = estimate_tokens(TRUNCATION_NOTE) + 1
+
+
 def message_tokens(message: Message) -> int:
     tokens = MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.content)
     for call in message.tool_calls:
@@ -237,7 +240,8 @@ def _trim_to_budget(messages: list[Message], budget: int) -> list[Message] | Non
         if excess <= 0:
             break
         message = messages[i]
-        keep_chars = max(400, len(message.content) - excess * 4)
+        # ~4 ASCII characters a token; the note we append costs tokens too.
+        keep_chars = max(400, len(message.content) - (excess + _NOTE_TOKENS) * 4)
         if keep_chars >= len(message.content):
             continue
         cut = message.content[:keep_chars] + TRUNCATION_NOTE

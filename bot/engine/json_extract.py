@@ -41,9 +41,37 @@ def _first_object(text: str) -> dict[str, Any] | None:
         try:
             value, _ = _DECODER.raw_decode(text, start)
         except ValueError:
-            pass
-        else:
-            if isinstance(value, dict):
-                return value
+            # Skip the whole broken object, so a fragment inside it is not mistaken
+            # for the answer; an unbalanced one is skipped one brace at a time.
+            end = _balanced_end(text, start)
+            start = text.find("{", end if end is not None else start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
         start = text.find("{", start + 1)
+    return None
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index just past the brace that closes the one at ``start`` (string-aware)."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
     return None

@@ -9,6 +9,7 @@ handler runs; the schema is compiled once, when the tool is built.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -21,6 +22,9 @@ SideEffect = Literal["read", "write"]
 CATALOGUE_LINE_CHARS = 80
 
 ToolHandler = Callable[..., Awaitable[Any]]
+
+# What OpenAI-compatible endpoints accept as a function name; one bad name fails every request.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class ToolError(Exception):
@@ -66,13 +70,15 @@ class Tool:
     _validate: Callable[[Any], Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"tool name {self.name!r} must be letters, digits, '_' or '-'")
+        if not _TOOL_NAME.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} must be 1-64 ASCII letters, digits, '_' or '-'"
+            )
         if self.side_effect not in ("read", "write"):
             raise ValueError(f"tool {self.name}: side_effect must be 'read' or 'write'")
         try:
             validate = fastjsonschema.compile(dict(self.parameters))
-        except fastjsonschema.JsonSchemaDefinitionException as exc:
+        except Exception as exc:  # noqa: BLE001 - malformed schemas fail in many ways
             raise ValueError(f"tool {self.name}: invalid parameters schema: {exc}") from exc
         object.__setattr__(self, "_validate", validate)
 
