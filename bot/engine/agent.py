@@ -142,7 +142,7 @@ class ReActAgent:
             if loop is None:
                 loop = self._empty_loop(query, run, sink)
             loop.settle_cancelled(stop_reason)
-        except Exception as exc:
+        except Exception as exc:  # an engine bug must still yield a result
             logger.exception("run %s failed", run.run_id)
             if loop is None:
                 loop = self._empty_loop(query, run, sink)
@@ -150,6 +150,8 @@ class ReActAgent:
         finally:
             if interrupt_queue is not None and task is not None:
                 interrupt_queue.unbind(task)
+            if loop is not None:
+                loop.executor.deadlines.close()
         result = self._result(loop, run, time.perf_counter() - started)
         sink.emit(
             DoneEvent(

@@ -164,7 +164,7 @@ class EventSink:
                         maybe = on_event(event)
                         if inspect.isawaitable(maybe):
                             await maybe
-                except Exception:
+                except Exception:  # a broken consumer must not break the run
                     logger.exception("on_event consumer failed on %s event", event.type)
             if self._closed and not pending:
                 return

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .deadlines import ToolDeadlines
 from .events import EventSink, StepEvent, StepStatus
 from .hooks import HookChain, RunContext, ToolUse
 from .messages import ToolCall
@@ -52,6 +53,7 @@ class ToolExecutor:
         self.finished: dict[str, Step] = {}
         self._next_index = 0
         self._semaphore = asyncio.Semaphore(limits.max_parallel)
+        self.deadlines = ToolDeadlines()
 
     async def execute(
         self, calls: Sequence[ToolCall], iteration: int, reason: str | None = None
@@ -170,20 +172,22 @@ class ToolExecutor:
     async def _invoke(self, use: ToolUse) -> tuple[str, str | None, tuple[Artifact, ...]]:
         tool = use.tool
         limit = tool.timeout or self.limits.default_timeout
+        deadline = self.deadlines.start(limit)
         try:
-            async with asyncio.timeout(limit) as deadline:
-                output = await tool.handler(**use.arguments)
-        except TimeoutError:
-            if deadline.expired():
+            output = await tool.handler(**use.arguments)
+        except asyncio.CancelledError:
+            if deadline.absorb_expiry():
                 error = f"{tool.name} timed out after {limit:g} s"
                 return f"Error: {error}.", error, ()
-            return self._failure(tool.name, TimeoutError("timed out"))
+            raise
         except ToolError as exc:
             return f"Error: {exc}", str(exc) or type(exc).__name__, ()
         except ToolArgumentsError as exc:
             return f"Error: {exc}", str(exc), ()
-        except Exception as exc:
+        except Exception as exc:  # a broken tool is an observation, not a crash
             return self._failure(tool.name, exc)
+        finally:
+            deadline.close()
         observation, artifacts = render_output(tool.name, output)
         return self._cap(observation), None, artifacts
 

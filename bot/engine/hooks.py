@@ -105,7 +105,7 @@ class HookChain:
         for label, hook in self._pre:
             try:
                 result = await hook(call)
-            except Exception as exc:
+            except Exception as exc:  # any hook failure blocks the call
                 logger.exception("pre_tool_use hook %s failed for %s", label, call.name)
                 return PreDecision(call, f"policy check {label} failed ({type(exc).__name__})")
             if not isinstance(result, HookResult):
@@ -121,7 +121,7 @@ class HookChain:
         for label, hook in self._post:
             try:
                 result = await hook(call, observation)
-            except Exception as exc:
+            except Exception as exc:  # fail closed: withhold the observation
                 logger.exception("post_tool_use hook %s failed for %s", label, call.name)
                 return f"[observation withheld: policy check {label} failed ({type(exc).__name__})]"
             if not isinstance(result, HookResult):

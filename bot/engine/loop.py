@@ -113,7 +113,7 @@ class RunLoop:
                 return self._model_failed(exc)
             except LLMError as exc:
                 return self._model_failed(exc)
-            except Exception as exc:
+            except Exception as exc:  # a broken provider ends the run cleanly
                 logger.exception("LLM %s raised unexpectedly", getattr(self.llm, "model", "?"))
                 return self._model_failed(exc)
             self.usage += response.usage

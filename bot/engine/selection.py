@@ -52,7 +52,7 @@ async def select_tools(llm: LLM, tools: ToolRegistry, query: str, *, max_tools: 
             parse_fn=parse,
             default_value=None,
         )
-    except Exception:
+    except Exception:  # selection is an optimisation; never fatal
         logger.warning("tool selection failed; offering all %d tools", len(tools), exc_info=True)
         return Selection(tools, Usage(), False)
     if not result.value:

@@ -101,7 +101,7 @@ def _accept(attempt: _Attempt, parse_fn: Callable[[dict[str, Any]], Any] | None)
         return attempt.data
     try:
         value = parse_fn(attempt.data)
-    except Exception:
+    except Exception:  # a parse_fn that rejects the data means "try the next level"
         logger.debug("parse_fn rejected %.200s", attempt.raw, exc_info=True)
         return _MISSING
     return _MISSING if value is None else value
@@ -177,7 +177,7 @@ class _StructuredCall:
         if data is None and level == "plain_text" and self.regex_fallback is not None:
             try:
                 data = self.regex_fallback(content)
-            except Exception:
+            except Exception:  # a failing fallback is just no result
                 logger.debug("regex_fallback failed", exc_info=True)
                 data = None
         return _Attempt(data, content)

@@ -50,7 +50,7 @@ async def synthesize(
                     delivered.append(delta.content)
                     yield delta.content
             return
-        except Exception as exc:
+        except Exception as exc:  # any failure falls back or continues
             if not delivered:
                 logger.warning("synthesis failed before any text: %s", exc)
                 if fallback and result.answer:
@@ -74,7 +74,7 @@ async def _whole(
 ) -> AsyncIterator[str]:
     try:
         response = await llm.chat(messages)
-    except Exception as exc:
+    except Exception as exc:  # fall back to the run's answer
         logger.warning("synthesis failed: %s", exc)
         if fallback and result.answer:
             yield result.answer

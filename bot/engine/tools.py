@@ -78,7 +78,7 @@ class Tool:
             raise ValueError(f"tool {self.name}: side_effect must be 'read' or 'write'")
         try:
             validate = fastjsonschema.compile(dict(self.parameters))
-        except Exception as exc:  # noqa: BLE001 - malformed schemas fail in many ways
+        except Exception as exc:  # malformed schemas fail in many ways
             raise ValueError(f"tool {self.name}: invalid parameters schema: {exc}") from exc
         object.__setattr__(self, "_validate", validate)
 

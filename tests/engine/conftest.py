@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.engine import Tool
+
 from engine.support import make_tool
 
 

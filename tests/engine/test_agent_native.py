@@ -20,6 +20,7 @@ from bot.engine import (
     Usage,
 )
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
+
 from engine.support import make_tool
 
 

@@ -6,6 +6,7 @@ import json
 
 from bot.engine import OpenAICompatibleLLM, ReActAgent, structured_llm_call
 from bot.engine.messages import Message
+
 from engine.support import make_tool
 
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132}

@@ -8,6 +8,7 @@ import pytest
 
 from bot.engine import HookResult, ReActAgent, ToolUse
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
+
 from engine.support import RecordingHook, make_tool
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from bot.engine import HookResult, InterruptQueue, LLMResponse, ReActAgent
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
+
 from engine.support import make_tool
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.engine import Message, ReActAgent, ToolCall
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
+
 from engine.support import make_tool
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import aiohttp
 import httpx2
 import pytest
-from fakes.openai_server import FakeOpenAIServer, Reply
 
 from bot.engine import openai_compat
 from bot.engine.llm import (
@@ -29,6 +28,8 @@ from bot.engine.llm import (
 )
 from bot.engine.messages import Message, ToolCall, Usage
 from bot.engine.openai_compat import OpenAICompatibleLLM
+
+from fakes.openai_server import FakeOpenAIServer, Reply
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 MODEL = "test-model"

@@ -8,6 +8,7 @@ import pytest
 
 from bot.engine import LLMResponse, LLMTransientError, ReActAgent, Usage
 from bot.engine.testing import BrokenStream, ScriptedLLM, tool_call, tool_calls_response
+
 from engine.support import make_tool
 
 
