@@ -130,28 +130,25 @@ class ReActAgent:
         task = asyncio.current_task()
         if interrupt_queue is not None and task is not None:
             interrupt_queue.bind(task)
-        loop: RunLoop | None = None
+        loop = self._new_loop(query, run, sink, interrupt_queue)
         try:
-            loop = await self._prepare(query, history, run, sink, interrupt_queue)
+            await self._prepare(loop, query, history, run, sink)
             await loop.run()
         except asyncio.CancelledError:
             stop_reason = interrupt_queue.stop_reason if interrupt_queue is not None else None
             if stop_reason is None or task is None or task.uncancel() > 0:
                 sink.abort()
                 raise
-            if loop is None:
-                loop = self._empty_loop(query, run, sink)
             loop.settle_cancelled(stop_reason)
         except Exception as exc:  # an engine bug must still yield a result
             logger.exception("run %s failed", run.run_id)
-            if loop is None:
-                loop = self._empty_loop(query, run, sink)
             loop.finish_without_answer("error", f"internal error: {type(exc).__name__}")
         finally:
             if interrupt_queue is not None and task is not None:
                 interrupt_queue.unbind(task)
-            if loop is not None:
-                loop.executor.deadlines.close()
+            loop.executor.deadlines.close()
+        if not loop.transcript:  # ended during tool selection: still record the question
+            loop.transcript.append(Message.user(query, pinned=True, kind="query"))
         result = self._result(loop, run, time.perf_counter() - started)
         sink.emit(
             DoneEvent(
@@ -192,35 +189,33 @@ class ReActAgent:
 
     async def _prepare(
         self,
+        loop: RunLoop,
         query: str,
         history: Sequence[Message] | None,
         run: RunContext,
         sink: EventSink,
-        interrupts: InterruptQueue | None,
-    ) -> RunLoop:
-        tools = self.tools
-        loop = self._empty_loop(query, run, sink, interrupts)
-        if len(tools) > self.selection_threshold:
+    ) -> None:
+        if len(self.tools) > self.selection_threshold:
             selection = await select_tools(
-                self.llm, tools, query, max_tools=self.max_selected_tools
+                self.llm, self.tools, query, max_tools=self.max_selected_tools
             )
             loop.usage += selection.usage
-            tools = selection.tools
-        # The selected set is also the set that may execute: anything else is unknown.
-        loop.tools = tools
-        loop.executor = ToolExecutor(tools, self.hooks, run, sink, self.limits)
-        loop.add(Message.system(self._system_prompt(tools)))
+            if selection.selected:
+                # The selected set is also the set that may execute: anything else is
+                # an unknown tool to the executor.
+                loop.tools = selection.tools
+                loop.executor = ToolExecutor(selection.tools, self.hooks, run, sink, self.limits)
+        loop.add(Message.system(self._system_prompt(loop.tools)))
         for message in history or ():
             loop.add(_as_history(message))
         loop.add(Message.user(query, pinned=True, kind="query"))
-        return loop
 
-    def _empty_loop(
+    def _new_loop(
         self,
         query: str,
         run: RunContext,
         sink: EventSink,
-        interrupts: InterruptQueue | None = None,
+        interrupts: InterruptQueue | None,
     ) -> RunLoop:
         return RunLoop(
             llm=self.llm,

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .llm import LLM, LLMError
+from .llm import LLM
 from .messages import Message, Usage
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ async def _summarise(messages: list[Message], llm: LLM) -> tuple[str, bool, Usag
     transcript = "\n".join(_render(m) for m in messages)
     try:
         response = await llm.chat([Message.system(_SUMMARY_SYSTEM), Message.user(transcript)])
-    except LLMError as exc:
+    except Exception as exc:  # any failure: a mechanical summary still frees the space
         logger.warning("context summary failed, using a mechanical one: %s", exc)
         return _mechanical_summary(messages), False, Usage()
     summary = (response.content or "").strip()

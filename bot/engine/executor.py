@@ -59,6 +59,9 @@ class ToolExecutor:
         self, calls: Sequence[ToolCall], iteration: int, reason: str | None = None
     ) -> list[Step]:
         """Run ``calls`` and return their steps in call order."""
+        # Some servers reuse call ids across turns ("call_0" every time): only this
+        # turn's results may settle this turn's calls.
+        self.finished.clear()
         first = self._next_index
         self._next_index += len(calls)
         if len(calls) == 1:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .context_guard import ContextGuard
@@ -148,7 +148,7 @@ class RunLoop:
 
     async def _native_turn(self, response: LLMResponse) -> bool:
         if response.tool_calls:
-            calls = response.tool_calls
+            calls = _unique_ids(response.tool_calls)
             if self._cycle_stop(calls):
                 return True
             self.add(
@@ -346,6 +346,19 @@ def parse_json_action(content: str) -> JsonToolCall | JsonFinal | None:
             return None
         return JsonToolCall(tool, arguments, reasoning)
     return None
+
+
+def _unique_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """Give every call of one turn its own id; each tool result must name exactly one."""
+    if len({call.id for call in calls}) == len(calls):
+        return calls
+    seen: set[str] = set()
+    unique = []
+    for index, call in enumerate(calls):
+        call_id = call.id if call.id and call.id not in seen else f"{call.id or 'call'}_{index}"
+        seen.add(call_id)
+        unique.append(replace(call, id=call_id))
+    return tuple(unique)
 
 
 def _cycle_key(call: ToolCall) -> tuple[str, str]:

@@ -331,3 +331,31 @@ async def test_non_string_tool_results_are_rendered_as_json():
     llm = ScriptedLLM([calls_response(tool_call("data", {"x": 1})), "done"])
     result = await ReActAgent(llm, [make_tool("data", data)]).run("go")
     assert result.steps[0].observation == '{"rows": [1, 2], "name": "数据"}'
+
+
+async def test_duplicate_call_ids_in_one_turn_get_unique_ids(echo):
+    calls = [ToolCall("call_0", "echo", {"x": i}, f'{{"x": {i}}}') for i in range(2)]
+    llm = ScriptedLLM([calls_response(*calls), "done"])
+    result = await ReActAgent(llm, [echo]).run("go")
+    assistant = result.messages[2]
+    ids = [c.id for c in assistant.tool_calls]
+    assert len(set(ids)) == 2
+    assert [m.tool_call_id for m in result.messages[3:5]] == ids
+    assert [m.content for m in result.messages[3:5]] == ["echo 0", "echo 1"]
+
+
+async def test_a_summary_call_that_raises_anything_still_compacts(echo):
+    class FlakySummariser(ScriptedLLM):
+        async def chat(self, messages, **kwargs):
+            if "You compress the working history" in messages[0].content:
+                raise RuntimeError("provider bug")
+            return await super().chat(messages, **kwargs)
+
+    async def bulky(x: int) -> str:
+        return "data " * 600
+
+    script = [calls_response(tool_call("bulky", {"x": i}, id=f"c{i}")) for i in range(6)]
+    llm = FlakySummariser([*script, "draft", "done"])
+    result = await ReActAgent(llm, [make_tool("bulky", bulky)], context_budget=2000).run("go")
+    assert result.status == "completed"
+    assert result.compactions >= 1

@@ -221,3 +221,51 @@ async def test_the_queue_is_reusable_after_a_stopped_run(echo):
 
     result = await ReActAgent(ScriptedLLM(["fresh"]), [echo]).run("again", interrupt_queue=queue)
     assert result.status == "completed" and result.answer == "fresh"
+
+
+async def test_reused_call_ids_across_turns_do_not_confuse_a_stop():
+    queue = InterruptQueue()
+    started = asyncio.Event()
+
+    async def tool(x: int) -> str:
+        if x == 2:
+            started.set()
+            await asyncio.sleep(60)
+        return f"result {x}"
+
+    # A server that numbers calls per turn sends "call_0" every time.
+    llm = ScriptedLLM(
+        [
+            tool_calls_response(tool_call("t", {"x": 1}, id="call_0")),
+            tool_calls_response(tool_call("t", {"x": 2}, id="call_0")),
+        ]
+    )
+    run = asyncio.create_task(
+        ReActAgent(llm, [make_tool("t", tool)]).run("go", interrupt_queue=queue)
+    )
+    await started.wait()
+    queue.stop()
+    result = await run
+    assert [(s.observation, s.status) for s in result.steps][-1][1] == "cancelled"
+    assert result.messages[-1].content.startswith("[cancelled")
+
+
+async def test_a_stop_during_tool_selection_still_records_the_question():
+    queue = InterruptQueue()
+    selecting = asyncio.Event()
+
+    class SlowSelector(ScriptedLLM):
+        async def chat(self, messages, **kwargs):
+            selecting.set()
+            await asyncio.sleep(60)
+            raise AssertionError("unreachable")
+
+    tools = [make_tool(f"t{i}") for i in range(13)]
+    run = asyncio.create_task(
+        ReActAgent(SlowSelector(), tools).run("which?", interrupt_queue=queue)
+    )
+    await selecting.wait()
+    queue.stop()
+    result = await run
+    assert result.status == "cancelled"
+    assert [(m.kind, m.content) for m in result.messages] == [("query", "which?")]
