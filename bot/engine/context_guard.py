@@ -92,6 +92,11 @@ class ContextGuard:
         self._total = 0
         self._calibration = 0
 
+    @property
+    def _trim_target(self) -> int:
+        # Comfortably below the compaction threshold, or the next turn compacts again.
+        return int(self.budget * self.compact_at * 0.9)
+
     def tokens(self, messages: list[Message]) -> int:
         """Estimated tokens of ``messages``; counts only messages not seen before."""
         if messages is not self._tracked or len(messages) < len(self._counts):
@@ -130,7 +135,7 @@ class ContextGuard:
         keep = 0 if aggressive else int(self.budget * self.keep_recent)
         plan = _plan(messages, self._counts, keep)
         if plan is None:
-            trimmed = _trim_to_budget(list(messages), self.budget)
+            trimmed = _trim_to_budget(list(messages), self._trim_target)
             if trimmed is None:
                 return None
             after = sum(message_tokens(m) for m in trimmed)
@@ -141,7 +146,7 @@ class ContextGuard:
         kept_pinned = [m for m in middle if m.pinned]
         summary_message = Message.user(f"[Summary of earlier work]\n{summary}", kind="summary")
         compacted = [*head, *kept_pinned, summary_message, *tail]
-        compacted = _trim_to_budget(compacted, self.budget) or compacted
+        compacted = _trim_to_budget(compacted, self._trim_target) or compacted
         after = sum(message_tokens(m) for m in compacted)
         return Compaction(compacted, before, after, len(to_summarise), by_model, usage)
 
