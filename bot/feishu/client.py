@@ -1,0 +1,355 @@
+"""The one way larkgate talks to the Feishu OpenAPI: lark-oapi's async calls, made safe.
+
+What this wrapper adds to the SDK (see research/lark-sdk.md for why each is needed):
+
+- Tokens: the SDK's own tenant-token path is a blocking HTTP call inside its async
+  methods and never refetches after 99991663. The lark client is built with
+  ``enable_set_token(True)`` and *no* app secret (so that path can never run), and every
+  call carries a token from :class:`~bot.feishu.tokens.TenantTokenManager`. A token
+  error refreshes the token and retries the call once.
+- Errors: an answer with ``code != 0`` raises the exception mapped once in
+  :mod:`bot.feishu.errors`; an SDK exception (a gateway's HTML 502 page raises
+  ``JSONDecodeError`` in the SDK, network errors raise httpx errors) becomes
+  ``FeishuTransportError``. Apart from the token retry nothing is retried here:
+  ``FeishuTransportError`` and ``FeishuRateLimited`` are ``retryable`` and the caller
+  decides (a streaming writer skips a frame, a reply is resent with the same ``uuid``).
+- Counting: ``call_counts[endpoint]`` counts every HTTP attempt (the free tier allows
+  10,000 calls a month) and ``error_counts[(endpoint, code)]`` every failure
+  (``code`` is None when there was no usable answer).
+- Pooling: the SDK opens a new ``httpx.AsyncClient`` per call, and building one costs
+  about 50-70 ms of CPU (a fresh SSL context loads the CA bundle) before any handshake.
+  Requests are built with the SDK's generated builders and parsed into its models, but
+  sent over one keep-alive client (:class:`~bot.feishu.transport.PooledTransport`).
+- Logging: the SDK's "Lark" logger gets no handler of its own (it printed to stdout
+  and propagated too); our lines use %-style args, carry the Feishu code and log_id,
+  and never contain the app secret or a token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Self
+
+import httpx
+import lark_oapi as lark
+from lark_oapi.api.auth.v3 import (
+    InternalTenantAccessTokenRequest,
+    InternalTenantAccessTokenRequestBody,
+    InternalTenantAccessTokenResponse,
+)
+from lark_oapi.api.im.v1 import (
+    CreateMessageRequest,
+    CreateMessageRequestBody,
+    CreateMessageResponse,
+    PatchMessageRequest,
+    PatchMessageRequestBody,
+    PatchMessageResponse,
+    ReplyMessageRequest,
+    ReplyMessageRequestBody,
+    ReplyMessageResponse,
+)
+from lark_oapi.core.exception import UnmarshalException
+
+from bot.config import FeishuConfig
+
+from .errors import FeishuError, FeishuTokenInvalid, FeishuTransportError, error_for
+from .tokens import TenantTokenManager
+from .transport import PooledTransport
+
+logger = logging.getLogger(__name__)
+
+# What the SDK lets escape when there is no usable answer: httpx/network errors,
+# JSONDecodeError/UnicodeDecodeError (both ValueError) on a non-JSON body, and
+# UnmarshalException when the JSON does not fit its model.
+_TRANSPORT_ERRORS = (httpx.HTTPError, OSError, ValueError, UnmarshalException)
+
+Send = Callable[[lark.RequestOption], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class BotInfo:
+    open_id: str
+    app_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    message_id: str
+    chat_id: str
+    root_id: str | None
+    thread_id: str | None
+
+
+class FeishuClient:
+    """Async Feishu API calls for one app. Build one per process; ``aclose()`` at the end."""
+
+    def __init__(
+        self,
+        config: FeishuConfig,
+        *,
+        timeout: float = 10.0,
+        token_refresh_margin: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        # No .app_secret(): with enable_set_token and a token in every RequestOption the
+        # SDK never fetches one itself; if a call ever lacks the token it fails loudly.
+        self.sdk = (
+            lark.Client.builder()
+            .app_id(config.app_id)
+            .domain(config.domain)
+            .enable_set_token(True)
+            .timeout(timeout)
+            .log_level(lark.LogLevel.ERROR)
+            .build()
+        )
+        _tame_sdk_logger()
+        self.transport = PooledTransport(config.domain, timeout=timeout)
+        self.tokens = TenantTokenManager(
+            self._fetch_tenant_token, refresh_margin=token_refresh_margin, clock=clock
+        )
+        self.call_counts: Counter[str] = Counter()
+        self.error_counts: Counter[tuple[str, int | None]] = Counter()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.tokens.aclose()
+        await self.transport.aclose()
+
+    # -- public calls ---------------------------------------------------------------
+
+    async def bot_info(self) -> BotInfo:
+        """The bot's own open_id and name (GET /open-apis/bot/v3/info)."""
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            request = (
+                lark.BaseRequest.builder()
+                .http_method(lark.HttpMethod.GET)
+                .uri("/open-apis/bot/v3/info")
+                .token_types({lark.AccessTokenType.TENANT})
+                .build()
+            )
+            return self.transport.send_raw_response(request, option)
+
+        # No SDK model for this one: ``bot`` sits at the top level of the body, and
+        # arequest() does not parse bodies (see research §5.4), so the body is ours to read.
+        _, body = await self._call("bot.info", send)
+        bot = body.get("bot")
+        if not isinstance(bot, dict) or not isinstance(bot.get("open_id"), str):
+            raise self._malformed("bot.info", "no bot.open_id in the answer")
+        return BotInfo(open_id=bot["open_id"], app_name=str(bot.get("app_name") or ""))
+
+    async def reply_message(
+        self,
+        message_id: str,
+        *,
+        msg_type: str,
+        content: str,
+        uuid: str | None = None,
+        reply_in_thread: bool = False,
+    ) -> SentMessage:
+        """Reply to ``message_id``. ``content`` is the JSON string Feishu expects for
+        ``msg_type``; the same ``uuid`` makes a resend return the first message."""
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            body = ReplyMessageRequestBody.builder().content(content).msg_type(msg_type)
+            if reply_in_thread:
+                body.reply_in_thread(True)
+            if uuid:
+                body.uuid(uuid)
+            request = (
+                ReplyMessageRequest.builder().message_id(message_id).request_body(body.build())
+            ).build()
+            return self.transport.send(request, option, ReplyMessageResponse)
+
+        response, _ = await self._call("im.message.reply", send)
+        return self._sent_message("im.message.reply", response.data)
+
+    async def send_message(
+        self,
+        receive_id_type: str,
+        receive_id: str,
+        *,
+        msg_type: str,
+        content: str,
+        uuid: str | None = None,
+    ) -> SentMessage:
+        """Send a new message to a chat or user (``receive_id_type``: chat_id, open_id, ...)."""
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            body = (
+                CreateMessageRequestBody.builder()
+                .receive_id(receive_id)
+                .msg_type(msg_type)
+                .content(content)
+            )
+            if uuid:
+                body.uuid(uuid)
+            request = (
+                CreateMessageRequest.builder()
+                .receive_id_type(receive_id_type)
+                .request_body(body.build())
+                .build()
+            )
+            return self.transport.send(request, option, CreateMessageResponse)
+
+        response, _ = await self._call("im.message.create", send)
+        return self._sent_message("im.message.create", response.data)
+
+    async def patch_message(self, message_id: str, content: str) -> None:
+        """Replace the content of an interactive card message (``content``: card JSON)."""
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            body = PatchMessageRequestBody.builder().content(content).build()
+            request = PatchMessageRequest.builder().message_id(message_id).request_body(body)
+            return self.transport.send(request.build(), option, PatchMessageResponse)
+
+        await self._call("im.message.patch", send)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _call(self, endpoint: str, send: Send) -> tuple[Any, dict[str, Any]]:
+        """One API call with the current token; on a token error, refresh and retry once."""
+        token = await self.tokens.get()
+        try:
+            return await self._send(endpoint, send, _option(token))
+        except FeishuTokenInvalid:
+            self.tokens.invalidate(token)
+        token = await self.tokens.get()
+        return await self._send(endpoint, send, _option(token))
+
+    async def _send(
+        self, endpoint: str, send: Send, option: lark.RequestOption
+    ) -> tuple[Any, dict[str, Any]]:
+        """One HTTP attempt: count it, classify the outcome, return (SDK response, body)."""
+        self.call_counts[endpoint] += 1
+        try:
+            response = await send(option)
+            body = _envelope(endpoint, response.raw)
+        except _TRANSPORT_ERRORS as exc:
+            reason = f"no usable answer ({type(exc).__name__}: {exc})"[:300]
+            error = FeishuTransportError(None, reason, endpoint=endpoint)
+            self._record(error)
+            raise error from exc
+        except FeishuError as exc:
+            self._record(exc)
+            raise
+        return response, body
+
+    async def _fetch_tenant_token(self) -> tuple[str, float]:
+        """The TenantTokenManager's fetcher: the SDK's generated async token call."""
+        endpoint = "auth.tenant_token"
+        credentials = (
+            InternalTenantAccessTokenRequestBody.builder()
+            .app_id(self._config.app_id)
+            .app_secret(self._config.app_secret)
+            .build()
+        )
+        request = InternalTenantAccessTokenRequest.builder().request_body(credentials).build()
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            return self.transport.send(request, option, InternalTenantAccessTokenResponse)
+
+        try:
+            _, body = await self._send(endpoint, send, lark.RequestOption())
+        except FeishuError as exc:
+            if exc.retryable:
+                raise
+            # Usually a wrong app id or secret (10014): say which setting to check.
+            msg = self._redact(exc.msg)
+            raise FeishuError(
+                exc.code,
+                f"Feishu refused the credentials of app {self._config.app_id}: {msg} "
+                "(check FEISHU_APP_ID and FEISHU_APP_SECRET)",
+                exc.log_id,
+                endpoint,
+                http_status=exc.http_status,
+            ) from None
+        # The token answer is flat: no "data" envelope, so the SDK model has nothing in it.
+        token, expire = body.get("tenant_access_token"), body.get("expire")
+        if not isinstance(token, str) or not token or not isinstance(expire, int | float):
+            raise self._malformed(endpoint, "no tenant_access_token/expire in the answer")
+        return token, float(expire)
+
+    def _record(self, error: FeishuError) -> None:
+        self.error_counts[(error.endpoint, error.code)] += 1
+        logger.warning(
+            "feishu %s failed: code=%s msg=%s log_id=%s http_status=%s",
+            error.endpoint,
+            error.code,
+            self._redact(error.msg),
+            error.log_id,
+            error.http_status,
+        )
+
+    def _malformed(self, endpoint: str, what: str) -> FeishuTransportError:
+        error = FeishuTransportError(None, f"malformed answer: {what}", endpoint=endpoint)
+        self._record(error)
+        return error
+
+    def _sent_message(self, endpoint: str, data: Any) -> SentMessage:
+        if data is None or not getattr(data, "message_id", None):
+            raise self._malformed(endpoint, "no message in the answer")
+        return SentMessage(
+            message_id=data.message_id,
+            chat_id=data.chat_id or "",
+            root_id=data.root_id or None,
+            thread_id=data.thread_id or None,
+        )
+
+    def _redact(self, text: str) -> str:
+        # Feishu does not echo the secret, but a proxy's error page might.
+        secret = self._config.app_secret
+        return text.replace(secret, "***") if secret else text
+
+
+def _option(token: str) -> lark.RequestOption:
+    return lark.RequestOption.builder().tenant_access_token(token).build()
+
+
+def _envelope(endpoint: str, raw: lark.RawResponse | None) -> dict[str, Any]:
+    """The parsed body; raises the mapped FeishuError when it reports a failure."""
+    if raw is None:
+        raise FeishuTransportError(None, "no response", endpoint=endpoint)
+    status = raw.status_code
+    try:
+        body = json.loads(raw.content or b"")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("code"), int):
+        reason = f"no Feishu JSON in the answer (HTTP {status})"
+        raise FeishuTransportError(None, reason, endpoint=endpoint, http_status=status)
+    code, msg = body["code"], str(body.get("msg") or "")
+    if code == 0 and status != 429:
+        return body
+    headers = {str(k).lower(): str(v) for k, v in (raw.headers or {}).items()}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    log_id = error.get("log_id") or headers.get("x-tt-logid")
+    raise error_for(
+        code,
+        msg,
+        endpoint=endpoint,
+        log_id=log_id,
+        http_status=status,
+        headers=headers,
+        error=error,
+    )
+
+
+def _tame_sdk_logger() -> None:
+    # The "Lark" logger writes to its own stdout handler *and* propagates, so every
+    # line shows twice; every Client build also resets its (global) level.
+    sdk_logger = logging.getLogger("Lark")
+    sdk_logger.handlers.clear()
+    sdk_logger.setLevel(logging.ERROR)
+    sdk_logger.propagate = True
