@@ -1,0 +1,35 @@
+"""Persistence of the bot: SQLModel tables over an async SQLAlchemy engine, with Alembic migrations.
+
+SQLite by default, PostgreSQL via `postgresql+asyncpg://`. It knows nothing of Feishu or the
+engine: plain str, int and dict values go in and come out as frozen value objects.
+
+    db = await Database.connect(url)
+    await upgrade_async(url)  # or: await asyncio.to_thread(upgrade, url)
+    ledger, conversations, runs = MessageLedger(db), ConversationStore(db), RunStore(db)
+"""
+
+from bot.store.conversations import Conversation, ConversationStore, HistoryEntry
+from bot.store.db import DEFAULT_DATABASE_URL, Database, DatabaseConfigError, normalize_url
+from bot.store.ledger import Claim, ClaimOutcome, LedgerEntry, MessageLedger
+from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_async
+from bot.store.runs import RunRecord, RunStore
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "Claim",
+    "ClaimOutcome",
+    "Conversation",
+    "ConversationStore",
+    "Database",
+    "DatabaseConfigError",
+    "HistoryEntry",
+    "LedgerEntry",
+    "MessageLedger",
+    "RunRecord",
+    "RunStore",
+    "current_revision",
+    "head_revision",
+    "normalize_url",
+    "upgrade",
+    "upgrade_async",
+]

@@ -1,0 +1,385 @@
+"""The persistent message ledger: dedup on message_id with claim → done states and leases.
+
+A process claims a message for a lease and renews it while it works. When the process dies, its
+lease runs out and a live process takes the message over (`take_over_expired`, or the claim of a
+redelivery), without waiting for Feishu to redeliver it. Every transition is a conditional update,
+so of two racers (tasks or processes) exactly one wins; every method is one short transaction and
+reads the time from the injected clock.
+
+States: `claimed` (being handled) → `replied` (the reply message exists; the run may still be
+streaming) → `done`. `dropped` marks a stale or ignored message, so redeliveries are cheap
+no-ops; `failed` marks a message whose attempts ran out, so a poison message cannot crash-loop
+the bot. A lease is live while `lease_until > now`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import delete, select, update
+
+from bot.store.db import Database
+from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow
+
+ClaimOutcome = Literal["claimed", "taken_over", "duplicate_done", "duplicate_in_progress"]
+
+ACTIVE_STATES = (CLAIMED, REPLIED)
+FINAL_STATES = (DONE, DROPPED, FAILED)
+DEFAULT_MAX_ATTEMPTS = 3
+
+_claims = MessageClaimRow.__table__
+_c = _claims.c
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The answer to a claim: who holds the message now and what it carries.
+
+    `outcome` is `claimed` (first sight) or `taken_over` (a dead holder's lease ran out; check
+    `state == "replied"` and `reply_message_id`: a reply may already exist) when the caller now
+    owns the message; `duplicate_in_progress` or `duplicate_done` when it must leave it alone.
+    """
+
+    outcome: ClaimOutcome
+    message_id: str
+    state: str
+    attempts: int
+    payload: dict[str, Any]
+    owner: str
+    lease_until: float
+    conversation_key: str | None = None
+    reply_message_id: str | None = None
+
+    @property
+    def acquired(self) -> bool:
+        return self.outcome in ("claimed", "taken_over")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One row of the ledger, as stored."""
+
+    message_id: str
+    state: str
+    owner: str
+    lease_until: float
+    attempts: int
+    payload: dict[str, Any]
+    conversation_key: str | None
+    reply_message_id: str | None
+    reason: str | None
+    created_at: float
+    updated_at: float
+
+
+def _entry(row: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        message_id=row["message_id"],
+        state=row["state"],
+        owner=row["owner"],
+        lease_until=row["lease_until"],
+        attempts=row["attempts"],
+        payload=json.loads(row["payload"]),
+        conversation_key=row["conversation_key"],
+        reply_message_id=row["reply_message_id"],
+        reason=row["reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _claim(outcome: ClaimOutcome, row: Mapping[str, Any]) -> Claim:
+    return Claim(
+        outcome=outcome,
+        message_id=row["message_id"],
+        state=row["state"],
+        attempts=row["attempts"],
+        payload=json.loads(row["payload"]),
+        owner=row["owner"],
+        lease_until=row["lease_until"],
+        conversation_key=row["conversation_key"],
+        reply_message_id=row["reply_message_id"],
+    )
+
+
+def _dump(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def _expired(now: float) -> Any:
+    """Rows some process worked on whose lease has run out."""
+    return _c.state.in_(ACTIVE_STATES) & (_c.lease_until <= now)
+
+
+class MessageLedger:
+    """Claims, leases and outcomes of inbound messages, keyed by Feishu's message_id."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def claim(
+        self,
+        message_id: str,
+        *,
+        owner: str,
+        payload: Mapping[str, Any],
+        lease_seconds: float,
+        conversation_key: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> Claim:
+        """Claim a message for `lease_seconds`, or say why not.
+
+        A message whose holder's lease ran out is taken over (attempts + 1), except when it has
+        had `max_attempts` already: then it becomes `failed` and the answer is `duplicate_done`.
+        """
+        for _ in range(2):
+            claim = await self._claim_once(
+                message_id, owner, payload, lease_seconds, conversation_key, max_attempts
+            )
+            if claim is not None:
+                return claim
+        raise RuntimeError(f"message {message_id!r} kept vanishing while being claimed")
+
+    async def _claim_once(
+        self,
+        message_id: str,
+        owner: str,
+        payload: Mapping[str, Any],
+        lease_seconds: float,
+        conversation_key: str | None,
+        max_attempts: int,
+    ) -> Claim | None:
+        """One claim transaction; None when a purge removed the row between its statements."""
+        now = self._clock()
+        async with self._db.session() as session:
+            insert = (
+                self._db.insert(_claims)
+                .values(
+                    message_id=message_id,
+                    state=CLAIMED,
+                    owner=owner,
+                    lease_until=now + lease_seconds,
+                    attempts=1,
+                    payload=_dump(payload),
+                    conversation_key=conversation_key,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["message_id"])
+                .returning(*_claims.c)
+            )
+            row = (await session.exec(insert)).mappings().first()
+            if row is not None:
+                return _claim("claimed", row)
+            row = await self._row(session, message_id)
+            if row is None:
+                return None
+            if row["state"] in FINAL_STATES:
+                return _claim("duplicate_done", row)
+            if row["lease_until"] > now:
+                return _claim("duplicate_in_progress", row)
+            if row["attempts"] >= max_attempts:
+                await self._fail_exhausted(session, now, max_attempts, message_id)
+            else:
+                taken = await self._take(
+                    session, now, owner, lease_seconds, max_attempts, _c.message_id == message_id
+                )
+                if taken:
+                    return _claim("taken_over", taken[0])
+            row = await self._row(session, message_id)
+        if row is None:
+            return None
+        return _claim(
+            "duplicate_done" if row["state"] in FINAL_STATES else "duplicate_in_progress", row
+        )
+
+    async def take_over_expired(
+        self,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int = 50,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> list[Claim]:
+        """Take over messages whose holder's lease ran out, oldest lease first.
+
+        Each message goes to exactly one caller across processes. Expired messages that already
+        had `max_attempts` become `failed` and are not returned.
+        """
+        now = self._clock()
+        async with self._db.session() as session:
+            await self._fail_exhausted(session, now, max_attempts)
+            # Two statements, not UPDATE ... WHERE id IN (SELECT ... LIMIT): PostgreSQL may
+            # rescan such a subquery and skip the rows it has just updated, going past the limit.
+            candidates = await session.exec(
+                select(_c.message_id)
+                .where(_expired(now), _c.attempts < max_attempts)
+                .order_by(_c.lease_until)
+                .limit(limit)
+                .with_for_update(skip_locked=True)  # PostgreSQL: racers split the work
+            )
+            ids = list(candidates.scalars())
+            if not ids:
+                return []
+            taken = await self._take(
+                session, now, owner, lease_seconds, max_attempts, _c.message_id.in_(ids)
+            )
+        position = {message_id: index for index, message_id in enumerate(ids)}
+        taken.sort(key=lambda row: position[row["message_id"]])
+        return [_claim("taken_over", row) for row in taken]
+
+    async def renew(self, message_id: str, *, owner: str, lease_seconds: float) -> bool:
+        """Extend the lease; False when `owner` no longer holds the message."""
+        now = self._clock()
+        return await self._update_owned(
+            message_id, owner, lease_until=now + lease_seconds, updated_at=now
+        )
+
+    async def mark_replied(self, message_id: str, *, owner: str, reply_message_id: str) -> bool:
+        """Record the reply message; False when `owner` no longer holds the message."""
+        return await self._update_owned(
+            message_id,
+            owner,
+            state=REPLIED,
+            reply_message_id=reply_message_id,
+            updated_at=self._clock(),
+        )
+
+    async def complete(self, message_id: str, *, owner: str) -> bool:
+        """Mark the message done; False when `owner` no longer holds the message."""
+        return await self._update_owned(message_id, owner, state=DONE, updated_at=self._clock())
+
+    async def release(self, message_id: str, *, owner: str) -> bool:
+        """Give the message up at a graceful shutdown: its lease ends now, so another process
+        (or this one after its restart) takes it over at once. The attempt is not counted."""
+        now = self._clock()
+        return await self._update_owned(
+            message_id,
+            owner,
+            lease_until=now,
+            attempts=_c.attempts - 1,
+            updated_at=now,
+        )
+
+    async def drop(
+        self,
+        message_id: str,
+        *,
+        reason: str,
+        owner: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Mark a message `dropped` (stale, ignored by policy) so redeliveries are no-ops.
+
+        Without `owner`, records a message seen for the first time and changes nothing when the
+        message is already known. With `owner`, also drops a message that `owner` holds.
+        Returns whether the message is now dropped by this call.
+        """
+        now = self._clock()
+        async with self._db.session() as session:
+            insert = (
+                self._db.insert(_claims)
+                .values(
+                    message_id=message_id,
+                    state=DROPPED,
+                    owner=owner or "",
+                    lease_until=now,
+                    attempts=0,
+                    payload=_dump(payload or {}),
+                    reason=reason,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["message_id"])
+                .returning(_c.message_id)
+            )
+            if (await session.exec(insert)).first() is not None:
+                return True
+            if owner is None:
+                return False
+            result = await session.exec(
+                update(_claims)
+                .where(_c.message_id == message_id, _c.owner == owner, _c.state.in_(ACTIVE_STATES))
+                .values(state=DROPPED, reason=reason, updated_at=now)
+            )
+            return result.rowcount == 1
+
+    async def purge(self, *, older_than_seconds: float) -> int:
+        """Delete finished (done, dropped, failed) rows not updated for `older_than_seconds`.
+
+        Dedup only holds while the row exists: keep at least 24 h (Feishu redelivers for ~7 h).
+        """
+        cutoff = self._clock() - older_than_seconds
+        async with self._db.session() as session:
+            result = await session.exec(
+                delete(_claims).where(_c.state.in_(FINAL_STATES), _c.updated_at < cutoff)
+            )
+            return result.rowcount
+
+    async def get(self, message_id: str) -> LedgerEntry | None:
+        async with self._db.session(read_only=True) as session:
+            row = await self._row(session, message_id)
+        return None if row is None else _entry(row)
+
+    async def _row(self, session: Any, message_id: str) -> Mapping[str, Any] | None:
+        result = await session.exec(select(_claims).where(_c.message_id == message_id))
+        return result.mappings().first()
+
+    async def _take(
+        self,
+        session: Any,
+        now: float,
+        owner: str,
+        lease_seconds: float,
+        max_attempts: int,
+        match: Any,
+    ) -> list[Mapping[str, Any]]:
+        """Conditionally take over the expired rows that `match` selects."""
+        result = await session.exec(
+            update(_claims)
+            .where(match, _expired(now), _c.attempts < max_attempts)
+            .values(
+                owner=owner,
+                lease_until=now + lease_seconds,
+                attempts=_c.attempts + 1,
+                updated_at=now,
+            )
+            .returning(*_claims.c)
+        )
+        return list(result.mappings().all())
+
+    async def _fail_exhausted(
+        self, session: Any, now: float, max_attempts: int, message_id: str | None = None
+    ) -> None:
+        """Mark `failed` the expired messages (or the one message) that used up their attempts."""
+        condition = _expired(now) & (_c.attempts >= max_attempts)
+        if message_id is None:
+            # Lock first, skipping rows a concurrent sweeper holds: no waits, no deadlocks.
+            exhausted = await session.exec(
+                select(_c.message_id).where(condition).with_for_update(skip_locked=True)
+            )
+            ids = list(exhausted.scalars())
+            if not ids:
+                return
+            condition = condition & _c.message_id.in_(ids)
+        else:
+            condition = condition & (_c.message_id == message_id)
+        await session.exec(
+            update(_claims)
+            .where(condition)
+            .values(state=FAILED, reason=f"gave up after {max_attempts} attempts", updated_at=now)
+        )
+
+    async def _update_owned(self, message_id: str, owner: str, **values: Any) -> bool:
+        async with self._db.session() as session:
+            result = await session.exec(
+                update(_claims)
+                .where(_c.message_id == message_id, _c.owner == owner, _c.state.in_(ACTIVE_STATES))
+                .values(**values)
+            )
+            return result.rowcount == 1

@@ -1,0 +1,61 @@
+"""Alembic environment of the store: runs the migrations over the app's async engine.
+
+`bot.store.migrate` configures Alembic in code and passes the URL in
+`config.attributes["database_url"]` (a `sqlalchemy.url` main option works too). The async engine
+runs under `asyncio.run()`, so this must not be entered from a thread with a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from alembic import context
+from sqlalchemy.pool import NullPool
+from sqlmodel import SQLModel
+
+import bot.store.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from bot.store.db import Database, normalize_url
+
+config = context.config
+target_metadata = SQLModel.metadata
+
+
+def _database_url() -> str:
+    url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("no database URL: use bot.store.migrate.upgrade(database_url)")
+    return str(url)
+
+
+def _configure(**options: Any) -> None:
+    context.configure(target_metadata=target_metadata, compare_type=True, **options)
+
+
+def run_migrations_offline() -> None:
+    _configure(url=normalize_url(_database_url()), literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _run_on(connection: Any) -> None:
+    _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_online() -> None:
+    # The app's Database, so SQLite gets its pragmas and transactional DDL (BEGIN IMMEDIATE).
+    database = Database(_database_url(), poolclass=NullPool)
+    try:
+        async with database.engine.connect() as connection:
+            await connection.run_sync(_run_on)
+            await connection.commit()
+    finally:
+        await database.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    asyncio.run(_run_online())

@@ -1,0 +1,118 @@
+"""The tables. Times are float epoch seconds (`Double`), JSON is stored as text.
+
+`migrations/versions/` must create exactly these tables (a test compares them). The stores
+return frozen value objects, never these rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Double, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+# message_claims.state
+CLAIMED = "claimed"
+REPLIED = "replied"
+DONE = "done"
+DROPPED = "dropped"
+FAILED = "failed"
+CLAIM_STATES = (CLAIMED, REPLIED, DONE, DROPPED, FAILED)
+
+# runs.status
+RUN_STATUSES = (
+    "running",
+    "completed",
+    "max_iterations",
+    "cycle_stopped",
+    "cancelled",
+    "error",
+    "interrupted",
+)
+
+# conversation_messages.role
+ROLES = ("user", "assistant")
+
+
+class MessageClaimRow(SQLModel, table=True):
+    """One inbound message: who handles it, until when, and how far it got."""
+
+    __tablename__ = "message_claims"
+    __table_args__ = (
+        Index("ix_message_claims_state_lease_until", "state", "lease_until"),
+        Index("ix_message_claims_updated_at", "updated_at"),
+    )
+
+    message_id: str = Field(sa_type=String, primary_key=True)
+    state: str = Field(sa_type=String)
+    owner: str = Field(sa_type=String)
+    lease_until: float = Field(sa_type=Double)
+    attempts: int = Field(sa_type=Integer)
+    payload: str = Field(sa_type=Text)
+    conversation_key: str | None = Field(default=None, sa_type=String)
+    reply_message_id: str | None = Field(default=None, sa_type=String)
+    reason: str | None = Field(default=None, sa_type=Text)
+    created_at: float = Field(sa_type=Double)
+    updated_at: float = Field(sa_type=Double)
+
+
+class ConversationRow(SQLModel, table=True):
+    """One generation of a scope's conversation; `/reset` adds the next generation."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        UniqueConstraint("scope_key", "generation", name="uq_conversations_scope_key_generation"),
+        Index("ix_conversations_scope_key", "scope_key"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    scope_key: str = Field(sa_type=String)
+    generation: int = Field(sa_type=Integer)
+    created_at: float = Field(sa_type=Double)
+
+
+class ConversationMessageRow(SQLModel, table=True):
+    """One turn of a conversation's history."""
+
+    __tablename__ = "conversation_messages"
+    __table_args__ = (
+        Index("ix_conversation_messages_conversation_id_id", "conversation_id", "id"),
+    )
+
+    id: int | None = Field(default=None, sa_type=Integer, primary_key=True)
+    conversation_id: str = Field(
+        sa_column=Column(
+            "conversation_id",
+            String,
+            ForeignKey("conversations.id", ondelete="CASCADE"),
+            nullable=False,
+        )
+    )
+    role: str = Field(sa_type=String)
+    content: str = Field(sa_type=Text)
+    message_id: str | None = Field(default=None, sa_type=String)
+    created_at: float = Field(sa_type=Double)
+
+
+class RunRow(SQLModel, table=True):
+    """One agent run: its outcome and what it cost."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_started_at", "started_at"),
+        Index("ix_runs_status", "status"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    conversation_id: str = Field(sa_type=String)
+    message_id: str = Field(sa_type=String)
+    owner: str | None = Field(default=None, sa_type=String)
+    status: str = Field(sa_type=String)
+    model: str = Field(sa_type=String)
+    iterations: int = Field(default=0, sa_type=Integer)
+    prompt_tokens: int = Field(default=0, sa_type=Integer)
+    completion_tokens: int = Field(default=0, sa_type=Integer)
+    total_tokens: int = Field(default=0, sa_type=Integer)
+    tool_calls: int = Field(default=0, sa_type=Integer)
+    feishu_calls: int = Field(default=0, sa_type=Integer)
+    error: str | None = Field(default=None, sa_type=Text)
+    started_at: float = Field(sa_type=Double)
+    finished_at: float | None = Field(default=None, sa_type=Double)

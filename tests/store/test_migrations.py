@@ -1,0 +1,78 @@
+"""Migrations: they apply to an empty database, twice without harm, and match the models."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlmodel import SQLModel
+
+from bot.store import Database, current_revision, head_revision, upgrade
+from bot.store.migrate import MIGRATIONS_DIR, alembic_config
+
+TABLES = {"message_claims", "conversations", "conversation_messages", "runs"}
+
+
+async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
+    """The tables and columns of the database, and Alembic's diff against the models."""
+
+    def read(connection):
+        inspector = inspect(connection)
+        tables = {
+            name: {column["name"] for column in inspector.get_columns(name)}
+            for name in inspector.get_table_names()
+            if name != "alembic_version"
+        }
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return tables, compare_metadata(context, SQLModel.metadata)
+
+    database = await Database.connect(url)
+    try:
+        async with database.engine.connect() as connection:
+            return await connection.run_sync(read)
+    finally:
+        await database.dispose()
+
+
+async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_url):
+    assert await asyncio.to_thread(current_revision, database_url) is None
+    await asyncio.to_thread(upgrade, database_url)
+    await asyncio.to_thread(upgrade, database_url)
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0001"
+
+
+async def test_the_migrated_schema_matches_the_models(migrated_url):
+    tables, diff = await _schema_of(migrated_url)
+    expected = {
+        table.name: {column.name for column in table.columns}
+        for table in SQLModel.metadata.sorted_tables
+        if table.name in TABLES
+    }
+    assert tables == expected
+    assert diff == []
+
+
+async def test_downgrade_to_base_removes_everything_and_upgrade_restores_it(migrated_url):
+    config = alembic_config(migrated_url)
+    await asyncio.to_thread(command.downgrade, config, "base")
+    tables, _ = await _schema_of(migrated_url)
+    assert tables == {}
+    await asyncio.to_thread(upgrade, migrated_url)
+    tables, diff = await _schema_of(migrated_url)
+    assert set(tables) == TABLES
+    assert diff == []
+
+
+async def test_upgrade_inside_a_running_loop_says_to_use_a_thread(database_url):
+    with pytest.raises(RuntimeError, match=r"asyncio\.to_thread"):
+        upgrade(database_url)
+
+
+def test_the_migration_templates_ship_with_the_package():
+    assert (MIGRATIONS_DIR / "script.py.mako").is_file()
+    assert (MIGRATIONS_DIR / "env.py").is_file()
+    assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").is_file()
