@@ -1,0 +1,250 @@
+"""Settings: read once, at the composition root, from the environment and a ``.env`` file.
+
+Names are the stable interface of DESIGN §4. Everything below the composition root
+receives the typed slices (``FeishuConfig``, ``LLMConfig``, ...), never this object's
+environment. Optional per-group rules come from ``larkgate.toml`` (``LARKGATE_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
+GROUP_SCOPES: tuple[GroupScope, ...] = ("chat", "chat_sender", "topic", "topic_sender")
+
+
+class SettingsError(Exception):
+    """The settings are missing or invalid; the message says which and how to fix it."""
+
+
+class Settings(BaseSettings):
+    """Every setting larkgate reads, by its environment name."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    feishu_app_id: str = ""
+    feishu_app_secret: SecretStr = SecretStr("")
+    feishu_verification_token: SecretStr = SecretStr("")
+    feishu_encrypt_key: SecretStr = SecretStr("")
+    feishu_domain: str = "https://open.feishu.cn"
+    feishu_event_mode: Literal["webhook", "ws"] = "webhook"
+
+    llm_base_url: str = ""
+    llm_api_key: SecretStr = SecretStr("")
+    llm_model: str = ""
+    llm_context_budget: int = Field(default=96_000, ge=1_000)
+
+    database_url: str = "sqlite+aiosqlite:///./larkgate.db"
+
+    larkgate_admins: Annotated[tuple[str, ...], NoDecode] = ()
+    larkgate_host: str = "0.0.0.0"
+    larkgate_port: int = Field(default=8000, ge=1, le=65535)
+    larkgate_approval_ttl_seconds: int = Field(default=600, ge=10)
+    larkgate_console_token: SecretStr = SecretStr("")
+    larkgate_config: Path | None = None
+    larkgate_max_event_age_seconds: int = Field(default=900, ge=1)
+
+    # Operational knobs beyond DESIGN §4, with defaults that suit one process.
+    larkgate_max_concurrent_runs: int = Field(default=8, ge=1)
+    larkgate_claim_lease_seconds: float = Field(default=30.0, gt=0, le=60)
+    larkgate_dedup_retention_hours: int = Field(default=48, ge=24)
+    larkgate_group_require_mention: bool = True
+    larkgate_group_allowlist: Annotated[tuple[str, ...], NoDecode] = ()
+    larkgate_group_scope: GroupScope = "chat"
+    larkgate_history_messages: int = Field(default=20, ge=0)
+    larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
+    larkgate_log_level: str = "INFO"
+
+    @field_validator("larkgate_admins", "larkgate_group_allowlist", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("feishu_domain", "llm_base_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        # lark-oapi rejects a domain with a trailing slash; be forgiving here instead.
+        return value.rstrip("/")
+
+    # -- typed slices ------------------------------------------------------------------
+
+    def feishu(self) -> FeishuConfig:
+        return FeishuConfig(
+            app_id=self.feishu_app_id,
+            app_secret=self.feishu_app_secret.get_secret_value(),
+            verification_token=self.feishu_verification_token.get_secret_value(),
+            encrypt_key=self.feishu_encrypt_key.get_secret_value(),
+            domain=self.feishu_domain,
+            max_event_age_seconds=self.larkgate_max_event_age_seconds,
+        )
+
+    def llm(self) -> LLMConfig:
+        return LLMConfig(
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key.get_secret_value() or "not-needed",
+            model=self.llm_model,
+            context_budget=self.llm_context_budget,
+        )
+
+    def policy(self) -> ChatPolicy:
+        file_rules = load_group_rules(self.larkgate_config)
+        return ChatPolicy(
+            require_mention=self.larkgate_group_require_mention,
+            allowlist=frozenset(self.larkgate_group_allowlist) | file_rules.allowlist,
+            scope=self.larkgate_group_scope,
+            groups=file_rules.groups,
+            admins=frozenset(self.larkgate_admins),
+        )
+
+    def runtime(self) -> RuntimeConfig:
+        return RuntimeConfig(
+            max_concurrent_runs=self.larkgate_max_concurrent_runs,
+            claim_lease_seconds=self.larkgate_claim_lease_seconds,
+            dedup_retention_hours=self.larkgate_dedup_retention_hours,
+            history_messages=self.larkgate_history_messages,
+            shutdown_grace_seconds=self.larkgate_shutdown_grace_seconds,
+            max_event_age_seconds=self.larkgate_max_event_age_seconds,
+        )
+
+    def missing_for_serve(self) -> list[str]:
+        """The settings ``larkgate serve`` cannot run without."""
+        required = {
+            "FEISHU_APP_ID": self.feishu_app_id,
+            "FEISHU_APP_SECRET": self.feishu_app_secret.get_secret_value(),
+            "LLM_BASE_URL": self.llm_base_url,
+            "LLM_MODEL": self.llm_model,
+        }
+        if self.feishu_event_mode == "webhook":
+            required["FEISHU_VERIFICATION_TOKEN"] = (
+                self.feishu_verification_token.get_secret_value()
+            )
+        return [name for name, value in required.items() if not value]
+
+
+@dataclass(frozen=True, slots=True)
+class FeishuConfig:
+    app_id: str
+    app_secret: str = field(repr=False)
+    verification_token: str = field(repr=False)
+    encrypt_key: str = field(repr=False)
+    domain: str
+    max_event_age_seconds: int = 900
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    base_url: str
+    api_key: str = field(repr=False)
+    model: str
+    context_budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRule:
+    require_mention: bool | None = None
+    scope: GroupScope | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPolicy:
+    """Who the bot answers where, and how messages map to conversations."""
+
+    require_mention: bool = True
+    # Empty means every group is allowed.
+    allowlist: frozenset[str] = frozenset()
+    scope: GroupScope = "chat"
+    groups: dict[str, GroupRule] = field(default_factory=dict)
+    admins: frozenset[str] = frozenset()
+
+    def group_allowed(self, chat_id: str) -> bool:
+        return not self.allowlist or chat_id in self.allowlist
+
+    def mention_required(self, chat_id: str) -> bool:
+        rule = self.groups.get(chat_id)
+        if rule is not None and rule.require_mention is not None:
+            return rule.require_mention
+        return self.require_mention
+
+    def group_scope(self, chat_id: str) -> GroupScope:
+        rule = self.groups.get(chat_id)
+        return rule.scope if rule is not None and rule.scope is not None else self.scope
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    max_concurrent_runs: int = 8
+    claim_lease_seconds: float = 30.0
+    dedup_retention_hours: int = 48
+    history_messages: int = 20
+    shutdown_grace_seconds: float = 20.0
+    max_event_age_seconds: int = 900
+
+
+@dataclass(frozen=True, slots=True)
+class _FileRules:
+    allowlist: frozenset[str] = frozenset()
+    groups: dict[str, GroupRule] = field(default_factory=dict)
+
+
+def load_group_rules(path: Path | None) -> _FileRules:
+    """Per-group rules from ``larkgate.toml``::
+
+    [groups]
+    allowlist = ["oc_a", "oc_b"]
+
+    [groups."oc_a"]
+    require_mention = false
+    scope = "topic"
+    """
+    if path is None:
+        return _FileRules()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SettingsError(f"LARKGATE_CONFIG points to {path}, which does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
+    section = data.get("groups", {})
+    if not isinstance(section, dict):
+        raise SettingsError(f"{path}: [groups] must be a table")
+    allowlist = section.get("allowlist", [])
+    if not isinstance(allowlist, list) or not all(isinstance(c, str) for c in allowlist):
+        raise SettingsError(f"{path}: groups.allowlist must be a list of chat ids")
+    groups: dict[str, GroupRule] = {}
+    for chat_id, rule in section.items():
+        if chat_id == "allowlist":
+            continue
+        if not isinstance(rule, dict):
+            raise SettingsError(f"{path}: [groups.{chat_id}] must be a table")
+        scope = rule.get("scope")
+        if scope is not None and scope not in GROUP_SCOPES:
+            raise SettingsError(
+                f"{path}: groups.{chat_id}.scope must be one of {', '.join(GROUP_SCOPES)}"
+            )
+        mention = rule.get("require_mention")
+        if mention is not None and not isinstance(mention, bool):
+            raise SettingsError(f"{path}: groups.{chat_id}.require_mention must be true or false")
+        groups[chat_id] = GroupRule(require_mention=mention, scope=scope)
+    return _FileRules(frozenset(allowlist), groups)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment and ``.env``, or a SettingsError that says what is wrong."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = "_".join(str(p) for p in error["loc"]).upper() or "settings"
+            problems.append(f"{name}: {error['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None

@@ -1,0 +1,89 @@
+"""The HTTP routes Feishu calls: ``POST /feishu/events`` and ``POST /feishu/card``.
+
+Both verify with ``WebhookVerifier`` and hand the verified event to a callable the
+composition root provides. The event route answers as soon as that callable returns,
+which must be quick (it only records the event; the work happens in the background):
+Feishu redelivers anything not answered with 200 within 3 seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from .webhook import Challenge, Refused, VerifiedEvent, WebhookVerifier
+
+logger = logging.getLogger(__name__)
+
+EventHandler = Callable[[VerifiedEvent], Awaitable[None]]
+CardHandler = Callable[[VerifiedEvent], Awaitable[Mapping[str, Any]]]
+
+# Feishu payloads are small; anything bigger is not from Feishu.
+MAX_BODY_BYTES = 1 << 20
+
+
+def events_handler(
+    verifier: WebhookVerifier, handle: EventHandler
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def post_events(request: web.Request) -> web.Response:
+        opened = await _open(request, verifier)
+        if isinstance(opened, web.Response):
+            return opened
+        if isinstance(opened, Challenge):
+            return web.json_response({"challenge": opened.challenge})
+        try:
+            await handle(opened)
+        except Exception:
+            # Not recorded: answer 500 so Feishu delivers it again later.
+            logger.exception(
+                "event %s (%s) could not be recorded", opened.event_id, opened.event_type
+            )
+            return web.json_response({"msg": "temporarily unable to accept the event"}, status=500)
+        return web.json_response({"msg": "success"})
+
+    return post_events
+
+
+def card_handler(
+    verifier: WebhookVerifier, handle: CardHandler
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def post_card(request: web.Request) -> web.Response:
+        opened = await _open(request, verifier)
+        if isinstance(opened, web.Response):
+            return opened
+        if isinstance(opened, Challenge):
+            return web.json_response({"challenge": opened.challenge})
+        try:
+            answer = await handle(opened)
+        except Exception:
+            logger.exception("card callback %s failed", opened.event_id)
+            answer = {"toast": {"type": "error", "content": "Something went wrong; try again."}}
+        # Always 200 with a JSON object: anything else shows the user error 200671/200672.
+        return web.json_response(dict(answer))
+
+    return post_card
+
+
+async def _open(
+    request: web.Request, verifier: WebhookVerifier
+) -> Challenge | VerifiedEvent | web.Response:
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return web.json_response({"msg": "body too large"}, status=413)
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response({"msg": "body too large"}, status=413)
+    opened = verifier.open(body, request.headers)
+    if isinstance(opened, Refused):
+        logger.warning(
+            "refused %s from %s: %s (HTTP %d)",
+            request.path,
+            request.remote,
+            opened.reason,
+            opened.status,
+        )
+        return web.json_response({"msg": opened.reason}, status=opened.status)
+    return opened
