@@ -1,0 +1,212 @@
+"""The composition root: settings in, a running aiohttp application out.
+
+Everything is built here and injected; nothing below reads the environment. Tests
+pass their own LLM, tools, hooks or database through ``create_app``'s keywords.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from bot.config import Settings
+from bot.conversations import ConversationWorkers
+from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool
+from bot.feishu.client import FeishuClient
+from bot.feishu.events import Rejected, parse_card_action
+from bot.feishu.routes import card_handler, events_handler
+from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
+from bot.runtime.identity import BotIdentity
+from bot.runtime.intake import EventIntake, InFlight
+from bot.runtime.messages import MessageHandler
+from bot.runtime.replies import ReplySender
+from bot.runtime.tasks import TaskTracker
+from bot.runtime.turns import TurnRunner
+from bot.store import ConversationStore, Database, MessageLedger, RunStore
+from bot.store.migrate import upgrade
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """What the running app holds; available to tests as ``app[SERVICES]``."""
+
+    database: Database
+    feishu: FeishuClient
+    identity: BotIdentity
+    ledger: MessageLedger
+    intake: EventIntake
+    workers: ConversationWorkers
+    tasks: TaskTracker
+    in_flight: InFlight
+    owner: str
+
+
+SERVICES = web.AppKey("services", Services)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    llm: LLM | None = None,
+    tools: Sequence[Tool] = (),
+    hooks: Sequence[object] = (),
+    owner: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> web.Application:
+    feishu_config = settings.feishu()
+    verifier = WebhookVerifier(
+        verification_token=feishu_config.verification_token,
+        encrypt_key=feishu_config.encrypt_key,
+        max_age_seconds=feishu_config.max_event_age_seconds,
+        clock=clock,
+    )
+    app = web.Application()
+
+    async def on_event(event: VerifiedEvent) -> None:
+        await app[SERVICES].intake(event)
+
+    async def on_card(event: VerifiedEvent) -> dict[str, Any]:
+        action = parse_card_action(event.envelope)
+        if isinstance(action, Rejected):
+            logger.warning("card callback %s rejected: %s", event.event_id, action.reason)
+        return {"toast": {"type": "info", "content": "This button is no longer active."}}
+
+    app.router.add_post("/feishu/events", events_handler(verifier, on_event))
+    app.router.add_post("/feishu/card", card_handler(verifier, on_card))
+    app.router.add_get("/healthz", _healthz)
+    app.cleanup_ctx.append(
+        _lifecycle(settings, llm=llm, tools=tools, hooks=hooks, owner=owner, clock=clock)
+    )
+    return app
+
+
+def _lifecycle(
+    settings: Settings,
+    *,
+    llm: LLM | None,
+    tools: Sequence[Tool],
+    hooks: Sequence[object],
+    owner: str | None,
+    clock: Callable[[], float],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        runtime = settings.runtime()
+        await asyncio.to_thread(upgrade, settings.database_url)
+        database = await Database.connect(settings.database_url)
+        feishu = FeishuClient(settings.feishu())
+        model = llm or _default_llm(settings)
+        identity = BotIdentity(feishu)
+        identity.start()
+        me = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        ledger = MessageLedger(database, clock=clock)
+        conversations = ConversationStore(database, clock=clock)
+        interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
+        if interrupted:
+            logger.info("%d runs left by a stopped process are marked interrupted", interrupted)
+        tasks = TaskTracker()
+        in_flight = InFlight()
+        replies = ReplySender(feishu)
+        workers = ConversationWorkers(runtime.max_concurrent_runs)
+        budget = settings.llm().context_budget
+
+        def agent_factory() -> ReActAgent:
+            return ReActAgent(model, list(tools), hooks=hooks, context_budget=budget)
+
+        turns = TurnRunner(
+            agent_factory=agent_factory,
+            ledger=ledger,
+            conversations=conversations,
+            runs=RunStore(database, clock=clock),
+            replies=replies,
+            in_flight=in_flight,
+            owner=me,
+            history_messages=runtime.history_messages,
+        )
+        handler = MessageHandler(
+            ledger=ledger,
+            identity=identity,
+            policy=settings.policy(),
+            workers=workers,
+            conversations=conversations,
+            replies=replies,
+            turns=turns,
+            in_flight=in_flight,
+            owner=me,
+        )
+        intake = EventIntake(
+            ledger,
+            handler,
+            tasks,
+            in_flight,
+            owner=me,
+            lease_seconds=runtime.claim_lease_seconds,
+            max_age_seconds=runtime.max_event_age_seconds,
+            clock=clock,
+        )
+        app[SERVICES] = Services(
+            database, feishu, identity, ledger, intake, workers, tasks, in_flight, me
+        )
+        loop = asyncio.get_running_loop()
+        chores = [
+            loop.create_task(intake.sweep_expired(), name="sweep-expired-claims"),
+            loop.create_task(intake.keep_leases(), name="keep-leases"),
+            loop.create_task(intake.purge(runtime.dedup_retention_hours), name="purge-claims"),
+        ]
+        logger.info("larkgate ready (instance %s, database %s)", me, database.dialect)
+        try:
+            yield
+        finally:
+            await _shutdown(app[SERVICES], chores, runtime.shutdown_grace_seconds)
+            if llm is None and isinstance(model, OpenAICompatibleLLM):
+                await model.aclose()
+
+    return lifecycle
+
+
+async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace: float) -> None:
+    """Finish what can finish within ``grace``; hand the rest back through the ledger."""
+    unfinished = await services.workers.close(grace)
+    await services.tasks.drain(grace_seconds=1.0)
+    for chore in chores:
+        chore.cancel()
+    await asyncio.gather(*chores, return_exceptions=True)
+    released = 0
+    for message_id in {job.message_id for job in unfinished} | set(services.in_flight.snapshot()):
+        try:
+            await services.ledger.release(message_id, owner=services.owner)
+            released += 1
+        except Exception:
+            logger.exception("could not release %s", message_id)
+    if released:
+        logger.info("handed back %d unfinished messages for another process or restart", released)
+    await services.identity.close()
+    await services.feishu.aclose()
+    await services.database.dispose()
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    services = request.app.get(SERVICES)
+    database_ok = services is not None and await services.database.ping()
+    body = {
+        "status": "ok" if database_ok else "unavailable",
+        "database": "ok" if database_ok else "unreachable",
+        "bot_open_id": services.identity.known if services else None,
+        "in_flight": len(services.in_flight) if services else 0,
+    }
+    return web.json_response(body, status=200 if database_ok else 503)
+
+
+def _default_llm(settings: Settings) -> LLM:
+    config = settings.llm()
+    return OpenAICompatibleLLM(base_url=config.base_url, api_key=config.api_key, model=config.model)

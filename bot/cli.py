@@ -1,0 +1,75 @@
+"""The ``larkgate`` command: ``serve`` runs the bot, ``migrate`` updates the database."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from bot.config import Settings, SettingsError, load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="larkgate", description="A Feishu/Lark agent bot.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the bot (webhook server)")
+    serve.add_argument("--host", help="listen address (default LARKGATE_HOST or 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="listen port (default LARKGATE_PORT or 8000)")
+    commands.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
+    args = parser.parse_args(argv)
+
+    try:
+        settings = load_settings()
+        if args.command == "serve":
+            return _serve(settings, args.host, args.port)
+        return _migrate(settings)
+    except SettingsError as exc:
+        print(f"larkgate: {exc}", file=sys.stderr)
+        return 2
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # The SDKs' own loggers are chatty at INFO and below.
+    for noisy in ("Lark", "httpx", "httpcore", "openai"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def _serve(settings: Settings, host: str | None, port: int | None) -> int:
+    missing = settings.missing_for_serve()
+    if missing:
+        raise SettingsError(
+            "larkgate serve needs these settings (environment or .env): " + ", ".join(missing)
+        )
+    _configure_logging(settings.larkgate_log_level)
+    from aiohttp import web
+
+    from bot.app import create_app
+
+    app = create_app(settings)
+    web.run_app(
+        app,
+        host=host or settings.larkgate_host,
+        port=port or settings.larkgate_port,
+        print=None,
+        access_log=None,
+        shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
+    )
+    return 0
+
+
+def _migrate(settings: Settings) -> int:
+    _configure_logging(settings.larkgate_log_level)
+    from bot.store.migrate import current_revision, upgrade
+
+    upgrade(settings.database_url)
+    print(f"database at revision {current_revision(settings.database_url)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

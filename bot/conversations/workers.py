@@ -1,0 +1,145 @@
+"""One serial worker per conversation, many conversations at once.
+
+Messages of one conversation are handled in arrival order, one run at a time. A
+message that arrives while its conversation has a run in progress does not queue
+behind it: it joins that run through the run's ``InterruptQueue`` (the agent reads it
+at its next safe point), and the run's owner is told so it can record the message as
+answered by that run. Different conversations run concurrently, up to a global limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bot.engine import InterruptQueue
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Job:
+    """One message to handle. ``run`` does the work for the whole turn."""
+
+    key: str
+    message_id: str
+    text: str
+    run: Callable[[Turn], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Turn:
+    """What a running job sees: its interrupt queue and the messages that joined it."""
+
+    job: Job
+    interrupts: InterruptQueue = field(default_factory=InterruptQueue)
+    joined: list[Job] = field(default_factory=list)
+    # Set when a /stop arrives before the run started (it was waiting for a slot).
+    stopped_before_start: str | None = None
+
+
+@dataclass(slots=True)
+class _Lane:
+    queue: deque[Job] = field(default_factory=deque)
+    turn: Turn | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopResult:
+    stopped: bool
+    dropped: tuple[Job, ...] = ()
+
+
+Submitted = Literal["queued", "joined"]
+
+
+class ConversationWorkers:
+    def __init__(self, max_concurrent_runs: int) -> None:
+        self._lanes: dict[str, _Lane] = {}
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._closing = False
+
+    def submit(self, job: Job) -> Submitted:
+        """Queue ``job``, or hand it to the run in progress in its conversation."""
+        if self._closing:
+            raise RuntimeError("workers are shutting down")
+        lane = self._lanes.setdefault(job.key, _Lane())
+        if lane.turn is not None:
+            lane.turn.joined.append(job)
+            lane.turn.interrupts.put_nowait(job.text)
+            return "joined"
+        lane.queue.append(job)
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.get_running_loop().create_task(
+                self._work(job.key, lane), name=f"conversation:{job.key}"
+            )
+        return "queued"
+
+    def is_running(self, key: str) -> bool:
+        lane = self._lanes.get(key)
+        return lane is not None and lane.turn is not None
+
+    def stop(self, key: str, reason: str) -> StopResult:
+        """Stop the run in progress (a ``/stop``) and drop what was queued behind it."""
+        lane = self._lanes.get(key)
+        if lane is None:
+            return StopResult(False)
+        dropped = tuple(lane.queue)
+        lane.queue.clear()
+        turn = lane.turn
+        if turn is None:
+            return StopResult(False, dropped)
+        if not turn.interrupts.stop(reason):
+            # The run has not started (it waits for a slot): it will not start at all.
+            turn.stopped_before_start = reason
+        return StopResult(True, dropped)
+
+    @property
+    def active_runs(self) -> int:
+        return sum(1 for lane in self._lanes.values() if lane.turn is not None)
+
+    async def close(self, grace_seconds: float) -> list[Job]:
+        """Stop taking work, wait up to ``grace_seconds``, cancel the rest.
+
+        Returns the jobs that did not finish (queued, running or joined), so the caller
+        can hand their messages back for another process or the next start.
+        """
+        self._closing = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_seconds)
+        else:
+            pending = set()
+        unfinished: list[Job] = []
+        for lane in self._lanes.values():
+            if lane.task in pending:
+                if lane.turn is not None:
+                    unfinished.append(lane.turn.job)
+                    unfinished.extend(lane.turn.joined)
+                unfinished.extend(lane.queue)
+                lane.queue.clear()
+                lane.task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return unfinished
+
+    async def _work(self, key: str, lane: _Lane) -> None:
+        try:
+            while lane.queue:
+                job = lane.queue.popleft()
+                lane.turn = turn = Turn(job)
+                try:
+                    async with self._slots:
+                        await job.run(turn)
+                except Exception:
+                    logger.exception("conversation %s: job %s failed", key, job.message_id)
+                finally:
+                    lane.turn = None
+        finally:
+            if not lane.queue and self._lanes.get(key) is lane:
+                del self._lanes[key]

@@ -1,0 +1,149 @@
+"""From a claimed message to a job: normalise, apply the chat policy, run commands.
+
+Ignored messages (from bots, from groups not on the allowlist, group messages that do
+not mention the bot when a mention is required) are recorded as dropped, so their
+redeliveries cost nothing. Commands are answered at once, outside the conversation's
+queue, which is what lets ``/stop`` stop a run in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from bot.config import ChatPolicy
+from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
+from bot.feishu.events import InboundMessage, Rejected, parse_message_event
+from bot.store import Claim, ConversationStore, MessageLedger
+
+from . import texts
+from .identity import BotIdentity
+from .intake import InFlight
+from .replies import ReplyFailed, ReplySender, ReplyTarget
+from .turns import TurnRunner
+
+logger = logging.getLogger(__name__)
+
+COMMANDS = ("/help", "/reset", "/stop")
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    message: InboundMessage
+    key: str
+
+
+class MessageHandler:
+    def __init__(
+        self,
+        *,
+        ledger: MessageLedger,
+        identity: BotIdentity,
+        policy: ChatPolicy,
+        workers: ConversationWorkers,
+        conversations: ConversationStore,
+        replies: ReplySender,
+        turns: TurnRunner,
+        in_flight: InFlight,
+        owner: str,
+    ) -> None:
+        self._ledger = ledger
+        self._identity = identity
+        self._policy = policy
+        self._workers = workers
+        self._conversations = conversations
+        self._replies = replies
+        self._turns = turns
+        self._in_flight = in_flight
+        self._owner = owner
+
+    async def __call__(self, claim: Claim) -> None:
+        if claim.state == "replied":
+            # Taken over from a process that sent the reply and died before finishing.
+            await self._finish(claim.message_id)
+            return
+        parsed = parse_message_event(claim.payload, bot_open_id=await self._identity.open_id())
+        if isinstance(parsed, Rejected):
+            logger.warning("dropping message %s: %s", claim.message_id, parsed.reason)
+            await self._drop(claim.message_id, parsed.reason)
+            return
+        ignored = self._ignore_reason(parsed)
+        if ignored is not None:
+            logger.info("ignoring message %s: %s", parsed.message_id, ignored)
+            await self._drop(parsed.message_id, ignored)
+            return
+        key = scope_key(
+            ScopeInput(
+                parsed.chat_type,
+                parsed.chat_id,
+                parsed.sender_open_id,
+                parsed.message_id,
+                parsed.root_id,
+            ),
+            self._policy.group_scope(parsed.chat_id),
+        )
+        command = parse_command(parsed.text)
+        if command is not None:
+            await self._command(command, parsed, key)
+            return
+        if not parsed.text.strip():
+            await self._notice(parsed, texts.UNSUPPORTED_ONLY)
+            return
+        job = Job(key, parsed.message_id, parsed.text, run=self._turns.runner_for(parsed, key))
+        outcome = self._workers.submit(job)
+        logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
+
+    def _ignore_reason(self, message: InboundMessage) -> str | None:
+        if message.sender_type != "user":
+            return f"sent by a {message.sender_type or 'non-user'}"
+        if message.chat_type == "p2p":
+            return None
+        if not self._policy.group_allowed(message.chat_id):
+            return f"group {message.chat_id} is not on the allowlist"
+        if self._policy.mention_required(message.chat_id) and not message.mentions_bot:
+            return "group message that does not mention the bot"
+        return None
+
+    async def _command(self, command: str, message: InboundMessage, key: str) -> None:
+        if command == "/help":
+            await self._notice(message, texts.HELP)
+        elif command == "/stop":
+            result = self._workers.stop(key, "stopped by /stop")
+            for job in result.dropped:
+                await self._finish(job.message_id)
+            await self._notice(message, texts.STOPPED if result.stopped else texts.NOTHING_TO_STOP)
+        elif command == "/reset":
+            result = self._workers.stop(key, "stopped by /reset")
+            for job in result.dropped:
+                await self._finish(job.message_id)
+            await self._conversations.reset(key)
+            await self._notice(message, texts.RESET)
+
+    async def _notice(self, message: InboundMessage, text: str) -> None:
+        target = ReplyTarget(message.message_id, in_thread=bool(message.thread_id))
+        try:
+            sent = await self._replies.notice(target, text)
+        except ReplyFailed:
+            await self._finish(message.message_id)
+            return
+        await self._ledger.mark_replied(
+            message.message_id, owner=self._owner, reply_message_id=sent.message_id
+        )
+        await self._finish(message.message_id)
+
+    async def _drop(self, message_id: str, reason: str) -> None:
+        await self._ledger.drop(message_id, reason=reason, owner=self._owner)
+        self._in_flight.done(message_id)
+
+    async def _finish(self, message_id: str) -> None:
+        await self._ledger.complete(message_id, owner=self._owner)
+        self._in_flight.done(message_id)
+
+
+def parse_command(text: str) -> str | None:
+    """The chat command ``text`` is, if any (the bot's mention is already removed)."""
+    words = text.strip().split()
+    if not words:
+        return None
+    first = words[0].lower()
+    return first if first in COMMANDS else None

@@ -1,0 +1,26 @@
+"""Everything the bot says on its own (not the agent's answers), in one place."""
+
+from __future__ import annotations
+
+HELP = """\
+**larkgate** answers questions and uses the team's tools for you.
+
+- In a group, mention me; in a direct message, just write.
+- A message sent while I am working is added to the current task.
+- `/stop` stops the reply in progress.
+- `/reset` starts a new conversation (I forget the earlier messages).
+- `/help` shows this message."""
+
+STOPPED = "Stopped the reply in progress."
+NOTHING_TO_STOP = "Nothing is running right now."
+RESET = "Started a new conversation: earlier messages are forgotten."
+UNSUPPORTED_ONLY = (
+    "I can only read text and rich-text messages for now; please describe it in words."
+)
+
+MODEL_UNAVAILABLE = (
+    "Sorry, the language model is not reachable right now, so I could not answer. "
+    "Please try again in a minute."
+)
+MODEL_FAILED = "Sorry, something went wrong while I was working on this; please try again."
+ANSWER_FAILED = "Sorry, I finished the work but could not write the answer; here is what I found:"

@@ -1,0 +1,94 @@
+"""Serial per conversation, concurrent across conversations, interrupts, stop, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.conversations import ConversationWorkers, Job
+from bot.conversations.workers import Turn
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.started: dict[str, asyncio.Event] = {}
+        self.turns: dict[str, Turn] = {}
+
+    def job(self, key: str, message_id: str, text: str = "hi") -> Job:
+        self.gates[message_id] = asyncio.Event()
+        self.started[message_id] = asyncio.Event()
+
+        async def run(turn: Turn) -> None:
+            self.turns[message_id] = turn
+            self.log.append(f"start {message_id}")
+            self.started[message_id].set()
+            await self.gates[message_id].wait()
+            self.log.append(f"end {message_id}")
+
+        return Job(key, message_id, text, run)
+
+
+async def test_messages_of_one_conversation_run_one_at_a_time_in_order():
+    workers = ConversationWorkers(max_concurrent_runs=4)
+    rec = Recorder()
+    first = rec.job("k", "m1")
+    assert workers.submit(first) == "queued"
+    await rec.started["m1"].wait()
+    # While m1 runs, m2 joins it instead of queueing.
+    assert workers.submit(rec.job("k", "m2", "also this")) == "joined"
+    turn = rec.turns["m1"]
+    assert [j.message_id for j in turn.joined] == ["m2"]
+    assert turn.interrupts.drain() == ["also this"]
+    rec.gates["m1"].set()
+    await asyncio.sleep(0)
+    assert workers.submit(rec.job("k", "m3")) == "queued"
+    await rec.started["m3"].wait()
+    rec.gates["m3"].set()
+    await workers.close(1)
+    assert rec.log == ["start m1", "end m1", "start m3", "end m3"]
+
+
+async def test_conversations_run_concurrently_up_to_the_limit():
+    workers = ConversationWorkers(max_concurrent_runs=2)
+    rec = Recorder()
+    for key in ("a", "b", "c"):
+        workers.submit(rec.job(key, f"m{key}"))
+    await rec.started["ma"].wait()
+    await rec.started["mb"].wait()
+    await asyncio.sleep(0.01)
+    assert not rec.started["mc"].is_set()  # waits for a slot
+    rec.gates["ma"].set()
+    await rec.started["mc"].wait()
+    rec.gates["mb"].set()
+    rec.gates["mc"].set()
+    assert await workers.close(1) == []
+
+
+async def test_stop_reaches_the_running_turn_and_drops_what_waited():
+    workers = ConversationWorkers(max_concurrent_runs=1)
+    rec = Recorder()
+    workers.submit(rec.job("busy", "b1"))
+    await rec.started["b1"].wait()
+    workers.submit(rec.job("k", "m1"))  # waits for the only slot
+    await asyncio.sleep(0)
+    result = workers.stop("k", "stopped by /stop")
+    assert result.stopped is True
+    rec.gates["b1"].set()
+    await asyncio.sleep(0.01)
+    # m1 was stopped before it started: its run is still called, told so, and ends at once.
+    assert rec.turns["m1"].stopped_before_start == "stopped by /stop"
+    rec.gates["m1"].set()
+    assert workers.stop("nobody", "x").stopped is False
+    await workers.close(1)
+
+
+async def test_close_hands_back_unfinished_jobs():
+    workers = ConversationWorkers(max_concurrent_runs=1)
+    rec = Recorder()
+    workers.submit(rec.job("a", "m1"))
+    await rec.started["m1"].wait()
+    workers.submit(rec.job("a", "m2"))  # joins m1
+    workers.submit(rec.job("b", "m3"))  # waits for the slot
+    unfinished = await workers.close(0.05)
+    assert sorted(j.message_id for j in unfinished) == ["m1", "m2", "m3"]

@@ -1,0 +1,149 @@
+"""Run the real app against the fake Feishu and the fake OpenAI server, over real HTTP.
+
+``running_bot`` starts ``create_app(settings)`` on 127.0.0.1 with settings pointing at
+the fakes; ``Bot`` posts signed, encrypted events to it the way Feishu does and reads
+what the fake Feishu received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from bot.app import SERVICES, Services, create_app
+from bot.config import Settings, load_settings
+from bot.engine import LLM
+
+from fakes.feishu_push import message_event, plain_request, signed_request
+from fakes.feishu_server import FakeFeishu, FakeMessage
+from fakes.openai_server import FakeOpenAIServer, Reply
+
+VERIFICATION_TOKEN = "vt-e2e"
+ENCRYPT_KEY = "ek-e2e"
+BOT_OPEN_ID = "ou_bot"
+
+
+def settings_for(
+    tmp_path: Path, feishu: FakeFeishu, llm_server: FakeOpenAIServer, **overrides: Any
+) -> Settings:
+    values: dict[str, Any] = {
+        "feishu_app_id": feishu.app_id,
+        "feishu_app_secret": feishu.app_secret,
+        "feishu_verification_token": VERIFICATION_TOKEN,
+        "feishu_encrypt_key": ENCRYPT_KEY,
+        "feishu_domain": feishu.domain,
+        "llm_base_url": llm_server.base_url,
+        "llm_api_key": "sk-e2e-not-secret",
+        "llm_model": "fake-model",
+        "database_url": f"sqlite+aiosqlite:///{tmp_path}/bot.db",
+        "larkgate_claim_lease_seconds": 2.0,
+        "larkgate_shutdown_grace_seconds": 2.0,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+def answering(body: Mapping[str, Any]) -> Reply:
+    """A model that drafts from the last user message and answers the question it is given."""
+    messages = body["messages"]
+    if body.get("stream"):
+        question = messages[-1]["content"].split("\n\n")[0].removeprefix("Question: ")
+        return Reply(content=f"Answer to: {question}", usage={"prompt_tokens": 9})
+    last_user = [m for m in messages if m["role"] == "user"][-1]["content"]
+    return Reply(content=f"draft for {last_user}", usage={"prompt_tokens": 11})
+
+
+@dataclass
+class Bot:
+    url: str
+    app: web.Application
+    feishu: FakeFeishu
+    llm_server: FakeOpenAIServer
+    session: aiohttp.ClientSession
+
+    @property
+    def services(self) -> Services:
+        return self.app[SERVICES]
+
+    async def post(
+        self, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        async with self.session.post(self.url + path, data=body, headers=dict(headers)) as resp:
+            text = await resp.text()
+            return resp.status, (json.loads(text) if text.startswith("{") else {"raw": text})
+
+    async def push(self, envelope: Mapping[str, Any], *, encrypted: bool = True) -> int:
+        if encrypted:
+            body, headers = signed_request(dict(envelope), encrypt_key=ENCRYPT_KEY)
+        else:
+            body, headers = plain_request(dict(envelope))
+        status, _ = await self.post("/feishu/events", body, headers)
+        return status
+
+    async def say(self, message_id: str, text: str, **fields: Any) -> int:
+        fields.setdefault("chat_id", "oc_dm")
+        envelope = message_event(
+            message_id=message_id, text=text, verification_token=VERIFICATION_TOKEN, **fields
+        )
+        return await self.push(envelope)
+
+    def replies_to(self, message_id: str) -> list[FakeMessage]:
+        return [m for m in self.feishu.sent if m.reply_to == message_id]
+
+    async def wait_for(self, condition: Callable[[], bool], within: float = 10.0) -> None:
+        deadline = time.monotonic() + within
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError("condition not met in time")
+            await asyncio.sleep(0.01)
+
+    async def reply(self, message_id: str, within: float = 10.0) -> str:
+        await self.wait_for(lambda: bool(self.replies_to(message_id)), within)
+        return text_of(self.replies_to(message_id)[0])
+
+    async def settle(self, within: float = 10.0) -> None:
+        """Wait until nothing is in flight (every claimed message is finished)."""
+        await self.wait_for(
+            lambda: not len(self.services.in_flight) and not self.services.workers.active_runs,
+            within,
+        )
+
+
+def text_of(message: FakeMessage) -> str:
+    """The visible text of a reply: card markdown elements, or a text message."""
+    content = message.content
+    if message.msg_type == "interactive":
+        return "\n".join(e.get("content", "") for e in content["body"]["elements"])
+    return str(content.get("text", content))
+
+
+@asynccontextmanager
+async def running_bot(
+    settings: Settings,
+    feishu: FakeFeishu,
+    llm_server: FakeOpenAIServer,
+    *,
+    llm: LLM | None = None,
+    owner: str | None = None,
+) -> AsyncIterator[Bot]:
+    app = create_app(settings, llm=llm, owner=owner)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    async with aiohttp.ClientSession() as session:
+        bot = Bot(f"http://{host}:{port}", app, feishu, llm_server, session)
+        try:
+            yield bot
+        finally:
+            await runner.cleanup()

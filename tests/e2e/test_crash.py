@@ -1,0 +1,177 @@
+"""Crashes and restarts: nothing lost, nothing answered twice.
+
+The kill test runs ``larkgate serve`` as a real process (``python -m bot.cli serve``),
+SIGKILLs it in the middle of a run, starts another one on the same database, and
+checks that the message is taken over after the lease and answered exactly once,
+without Feishu delivering it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.store import Database, MessageLedger
+
+from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, answering, running_bot, settings_for
+from fakes.feishu_push import message_event, signed_request
+
+
+class HoldFirstLoopCall:
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def __call__(self, body):
+        if not body.get("stream"):
+            self.calls += 1
+            if self.calls == 1:
+                self.entered.set()
+                await self.release.wait()
+        return answering(body)
+
+
+async def test_a_graceful_shutdown_hands_unfinished_work_to_the_next_start(
+    tmp_path, feishu, llm_server
+):
+    hold = HoldFirstLoopCall()
+    llm_server.handler = hold
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_shutdown_grace_seconds=0.2)
+    async with running_bot(settings, feishu, llm_server, owner="first") as bot:
+        await bot.say("om_handoff", "survive a restart")
+        await hold.entered.wait()
+    # Shut down mid-run: the claim was released, not left to expire.
+    async with Database(settings.database_url) as db:
+        entry = await MessageLedger(db).get("om_handoff")
+    assert entry.state == "claimed" and entry.lease_until <= time.time()
+    hold.release.set()
+    async with running_bot(settings, feishu, llm_server, owner="second") as bot:
+        await bot.reply("om_handoff")
+        await bot.settle()
+        assert len(bot.replies_to("om_handoff")) == 1
+        assert (await bot.services.ledger.get("om_handoff")).state == "done"
+
+
+async def test_a_message_already_replied_to_is_not_answered_again(tmp_path, feishu, llm_server):
+    settings = settings_for(tmp_path, feishu, llm_server)
+    envelope = message_event(
+        message_id="om_replied", chat_id="oc_dm", text="hi", verification_token=VERIFICATION_TOKEN
+    )
+    async with Database(settings.database_url) as db:
+        from bot.store.migrate import upgrade_async
+
+        await upgrade_async(settings.database_url)
+        ledger = MessageLedger(db, clock=lambda: time.time() - 120)
+        await ledger.claim("om_replied", owner="dead", payload=envelope, lease_seconds=1)
+        await ledger.mark_replied("om_replied", owner="dead", reply_message_id="om_sent")
+    async with running_bot(settings, feishu, llm_server) as bot:
+        await bot.wait_for(lambda: len(bot.services.in_flight) == 0, 5)
+        await asyncio.sleep(0.2)
+        entry = await bot.services.ledger.get("om_replied")
+        assert entry.state == "done"
+    assert feishu.sent == []
+    assert llm_server.requests == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(settings, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "FEISHU_APP_ID": settings.feishu_app_id,
+        "FEISHU_APP_SECRET": settings.feishu_app_secret.get_secret_value(),
+        "FEISHU_VERIFICATION_TOKEN": VERIFICATION_TOKEN,
+        "FEISHU_ENCRYPT_KEY": ENCRYPT_KEY,
+        "FEISHU_DOMAIN": settings.feishu_domain,
+        "LLM_BASE_URL": settings.llm_base_url,
+        "LLM_API_KEY": "sk-e2e",
+        "LLM_MODEL": "fake-model",
+        "DATABASE_URL": settings.database_url,
+        "LARKGATE_CLAIM_LEASE_SECONDS": "2",
+        "LARKGATE_LOG_LEVEL": "INFO",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(f"server exited:\n{_tail(log)}")
+            try:
+                async with session.get(url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"server never became healthy:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+async def test_a_killed_process_is_taken_over_after_the_lease(tmp_path, feishu, llm_server):
+    hold = HoldFirstLoopCall()
+    llm_server.handler = hold
+    settings = settings_for(tmp_path, feishu, llm_server)
+    log = tmp_path / "serve.log"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = _serve(settings, port, log)
+    try:
+        await _wait_healthy(url, first, log)
+        envelope = message_event(
+            message_id="om_crash",
+            chat_id="oc_dm",
+            text="please survive",
+            verification_token=VERIFICATION_TOKEN,
+        )
+        body, headers = signed_request(envelope, encrypt_key=ENCRYPT_KEY)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url + "/feishu/events", data=body, headers=headers) as resp,
+        ):
+            assert resp.status == 200
+        await asyncio.wait_for(hold.entered.wait(), 30)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    hold.release.set()
+
+    second = _serve(settings, port, log)
+    try:
+        await _wait_healthy(url, second, log)
+        deadline = time.monotonic() + 30
+        while not [m for m in feishu.sent if m.reply_to == "om_crash"]:
+            assert time.monotonic() < deadline, _tail(log)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        replies = [m for m in feishu.sent if m.reply_to == "om_crash"]
+        assert len(replies) == 1
+        assert "taking over message om_crash" in _tail(log)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
