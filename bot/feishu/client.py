@@ -9,7 +9,7 @@ What this wrapper adds to the SDK (see research/lark-sdk.md for why each is need
   error refreshes the token and retries the call once.
 - Errors: an answer with ``code != 0`` raises the exception mapped once in
   :mod:`bot.feishu.errors`; an SDK exception (a gateway's HTML 502 page raises
-  ``JSONDecodeError`` in the SDK, network errors raise httpx errors) becomes
+  ``JSONDecodeError`` in the SDK, network errors raise aiohttp errors) becomes
   ``FeishuTransportError``. Apart from the token retry nothing is retried here:
   ``FeishuTransportError`` and ``FeishuRateLimited`` are ``retryable`` and the caller
   decides (a streaming writer skips a frame, a reply is resent with the same ``uuid``).
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
-import httpx
+import aiohttp
 import lark_oapi as lark
 from lark_oapi.api.auth.v3 import (
     InternalTenantAccessTokenRequest,
@@ -63,10 +63,10 @@ from .transport import PooledTransport
 
 logger = logging.getLogger(__name__)
 
-# What the SDK lets escape when there is no usable answer: httpx/network errors,
+# What escapes when there is no usable answer: aiohttp/network errors and timeouts,
 # JSONDecodeError/UnicodeDecodeError (both ValueError) on a non-JSON body, and
 # UnmarshalException when the JSON does not fit its model.
-_TRANSPORT_ERRORS = (httpx.HTTPError, OSError, ValueError, UnmarshalException)
+_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, ValueError, UnmarshalException)
 
 Send = Callable[[lark.RequestOption], Awaitable[Any]]
 

@@ -5,7 +5,8 @@ one creates an SSL context and loads the CA bundle, about 70 ms of CPU on this k
 machine, on the event loop, per call; and no connection is ever reused. Replies and
 card updates are the hot path, so requests are built with the SDK's generated
 builders and parsed into its generated response models, as before, but sent here,
-over a single client with keep-alive.
+over one keep-alive aiohttp session (an httpx request costs about 3x the CPU of an
+aiohttp one on loopback: 1.5 ms against 0.45 ms, measured with both ends in-process).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any, TypeVar
 
-import httpx
+import aiohttp
 import lark_oapi as lark
 from lark_oapi.core.enum import AccessTokenType
 from lark_oapi.core.model import BaseRequest, RawResponse, RequestOption
@@ -24,22 +25,29 @@ USER_AGENT = f"oapi-sdk-python/v{lark.core.const.VERSION} larkgate"
 
 
 class PooledTransport:
-    """Sends SDK-built requests to ``domain`` over one keep-alive ``httpx.AsyncClient``."""
+    """Sends SDK-built requests to ``domain`` over one keep-alive aiohttp session."""
 
     def __init__(self, domain: str, *, timeout: float, max_connections: int = 32) -> None:
         self._domain = domain.rstrip("/")
-        self._client = httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-        )
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        # Created on first use: an aiohttp session belongs to the running event loop.
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
 
     async def send(self, request: BaseRequest, option: RequestOption, response_type: type[T]) -> T:
         """Send ``request`` and parse the body into ``response_type`` (its ``raw`` is set).
 
-        Transport failures (connection, timeout) raise ``httpx.HTTPError``; a body that is
-        not JSON raises ``ValueError``. Callers map both.
+        Transport failures raise ``aiohttp.ClientError`` or ``TimeoutError``; a body that
+        is not JSON raises ``ValueError``. Callers map them.
         """
         raw = await self.send_raw(request, option)
         response = lark.JSON.unmarshal(raw.content.decode("utf-8"), response_type)
@@ -61,21 +69,23 @@ class PooledTransport:
         if request.body is not None:
             content = lark.JSON.marshal(request.body).encode()
             headers.setdefault("Content-Type", "application/json; charset=utf-8")
-        response = await self._client.request(
+        async with self._client().request(
             request.http_method.name,
             self._url(request),
             headers=headers,
             params=request.queries or None,
-            content=content,
-        )
-        raw = RawResponse()
-        raw.status_code = response.status_code
-        raw.headers = dict(response.headers)
-        raw.content = response.content
+            data=content,
+        ) as response:
+            raw = RawResponse()
+            raw.status_code = response.status
+            raw.headers = dict(response.headers)
+            raw.content = await response.read()
         return raw
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     def _url(self, request: BaseRequest) -> str:
         uri = request.uri

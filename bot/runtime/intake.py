@@ -128,7 +128,8 @@ class EventIntake:
                 except Exception:  # the next round tries again; the lease has slack
                     logger.exception("renewing the lease of %s failed", message_id)
                     continue
-                if not kept:
+                if not kept and message_id in self._in_flight:
+                    # (Not kept because it just finished is the common, harmless case.)
                     logger.warning("lost the claim on %s to another process", message_id)
 
     async def sweep_expired(self, *, once: bool = False) -> None:

@@ -1,0 +1,47 @@
+"""The larkgate command: clear errors for missing settings, migrations that apply."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bot.cli import main
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for name in list(os.environ):
+        if name.startswith(("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_serve_without_settings_says_what_is_missing(capsys):
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    for name in ("FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_VERIFICATION_TOKEN", "LLM_MODEL"):
+        assert name in err
+
+
+def test_invalid_settings_are_reported_not_raised(monkeypatch, capsys):
+    monkeypatch.setenv("LARKGATE_PORT", "not-a-port")
+    assert main(["serve"]) == 2
+    assert "LARKGATE_PORT" in capsys.readouterr().err
+
+
+def test_migrate_creates_the_database(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path}/fresh.db")
+    assert main(["migrate"]) == 0
+    assert "database at revision" in capsys.readouterr().out
+    assert (tmp_path / "fresh.db").exists()
+    assert main(["migrate"]) == 0  # idempotent
+
+
+def test_the_console_script_is_installed():
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "serve" in result.stdout and "migrate" in result.stdout
