@@ -126,17 +126,16 @@ class MessageHandler:
         except ReplyFailed:
             await self._finish(message.message_id)
             return
-        await self._ledger.mark_replied(
-            message.message_id, owner=self._owner, reply_message_id=sent.message_id
-        )
-        await self._finish(message.message_id)
+        await self._finish(message.message_id, reply_message_id=sent.message_id)
 
     async def _drop(self, message_id: str, reason: str) -> None:
         await self._ledger.drop(message_id, reason=reason, owner=self._owner)
         self._in_flight.done(message_id)
 
-    async def _finish(self, message_id: str) -> None:
-        await self._ledger.complete(message_id, owner=self._owner)
+    async def _finish(self, message_id: str, *, reply_message_id: str | None = None) -> None:
+        await self._ledger.complete(
+            message_id, owner=self._owner, reply_message_id=reply_message_id
+        )
         self._in_flight.done(message_id)
 
 

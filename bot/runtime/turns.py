@@ -2,12 +2,14 @@
 
 The turn owns the claims of its message and of the messages that joined it while it
 ran; it completes them only once the reply is out (or deliberately not sent: a
-``/stop``), so a crash at any point before leaves them to be taken over.
+``/stop``), so a crash at any point before leaves them to be taken over. Its end is
+one write: history, run row and completed claims go in together (``TurnJournal``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, Message, ReActAgent
 from bot.feishu.events import InboundMessage
-from bot.store import ConversationStore, MessageLedger, RunStore
+from bot.store import ConversationStore, FinishedTurn, HistoryEntry, MessageLedger, TurnJournal
 
 from . import texts
 from .intake import InFlight
@@ -28,10 +30,14 @@ AgentFactory = Callable[[], ReActAgent]
 
 @dataclass(frozen=True, slots=True)
 class TurnContext:
-    """Passed to every hook of the run (``call.run.deps``): who asked, where."""
+    """Passed to every hook of the run (``call.run.deps``): who asked, where.
+
+    ``conversation_id`` is None on the first turn of a scope: its conversation is
+    created when the turn is recorded, at its end.
+    """
 
     run_id: str
-    conversation_id: str
+    conversation_id: str | None
     scope_key: str
     message_id: str
     chat_id: str
@@ -47,16 +53,18 @@ class TurnRunner:
         agent_factory: AgentFactory,
         ledger: MessageLedger,
         conversations: ConversationStore,
-        runs: RunStore,
+        journal: TurnJournal,
         replies: ReplySender,
         in_flight: InFlight,
         owner: str,
         history_messages: int,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._agent_factory = agent_factory
         self._ledger = ledger
         self._conversations = conversations
-        self._runs = runs
+        self._journal = journal
+        self._clock = clock
         self._replies = replies
         self._in_flight = in_flight
         self._owner = owner
@@ -77,23 +85,16 @@ class TurnRunner:
         if turn.stopped_before_start:
             await self._complete(turn)
             return
-        conversation = await self._conversations.active(key)
-        history = await self._conversations.history(conversation.id, limit=self._history_messages)
+        started_at = self._clock()
+        loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
         query = "\n".join([message.text, *early])
         agent = self._agent_factory()
         run_id = uuid.uuid4().hex
-        await self._runs.start(
-            run_id,
-            conversation_id=conversation.id,
-            message_id=message.message_id,
-            model=getattr(agent.llm, "model", None) or "",
-            owner=self._owner,
-        )
         context = TurnContext(
             run_id,
-            conversation.id,
+            loaded.conversation_id,
             key,
             message.message_id,
             message.chat_id,
@@ -103,7 +104,7 @@ class TurnRunner:
         )
         result = await agent.run(
             query,
-            history=[Message(h.role, h.content, kind="history") for h in history],  # type: ignore[arg-type]
+            history=[Message(h.role, h.content, kind="history") for h in loaded.history],  # type: ignore[arg-type]
             interrupt_queue=turn.interrupts,
             deps=context,
             run_id=run_id,
@@ -116,24 +117,38 @@ class TurnRunner:
                 footer = _footer(result) if result.status != "error" else None
                 sent = await self._replies.answer(target, answer, footer=footer)
                 reply_ids = [s.message_id for s in sent]
-                await self._ledger.mark_replied(
-                    message.message_id, owner=self._owner, reply_message_id=reply_ids[0]
-                )
             except ReplyFailed:
                 pass  # logged with its reason by the sender
-        await self._remember(conversation.id, turn, message, answer)
-        await self._runs.finish(
-            run_id,
-            status=result.status,
-            iterations=result.iterations,
-            prompt_tokens=result.total_usage.prompt_tokens,
-            completion_tokens=result.total_usage.completion_tokens,
-            total_tokens=result.total_usage.total_tokens,
-            tool_calls=len(result.steps),
-            feishu_calls=len(reply_ids),
-            error=result.error,
+        jobs = (turn.job, *turn.joined)
+        entries = [HistoryEntry("user", message.text, message.message_id)]
+        entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
+        if answer:
+            entries.append(HistoryEntry("assistant", answer))
+        await self._journal.finish_turn(
+            FinishedTurn(
+                scope_key=key,
+                conversation_id=loaded.conversation_id,
+                generation=loaded.generation,
+                entries=tuple(entries),
+                run_id=run_id,
+                message_id=message.message_id,
+                status=result.status,
+                model=getattr(agent.llm, "model", None) or "",
+                iterations=result.iterations,
+                prompt_tokens=result.total_usage.prompt_tokens,
+                completion_tokens=result.total_usage.completion_tokens,
+                total_tokens=result.total_usage.total_tokens,
+                tool_calls=len(result.steps),
+                feishu_calls=len(reply_ids),
+                error=result.error,
+                started_at=started_at,
+                completed_message_ids=tuple(job.message_id for job in jobs),
+                owner=self._owner,
+                reply_message_id=reply_ids[0] if reply_ids else None,
+            )
         )
-        await self._complete(turn)
+        for job in jobs:
+            self._in_flight.done(job.message_id)
 
     async def _answer(self, agent: ReActAgent, query: str, result: AgentResult) -> str | None:
         if result.status == "cancelled":
@@ -151,19 +166,6 @@ class TurnRunner:
             return f"{lead}\n\n{found}"
         parts = [delta async for delta in agent.stream_answer(query, result)]
         return "".join(parts).strip() or result.answer
-
-    async def _remember(
-        self, conversation_id: str, turn: Turn, message: InboundMessage, answer: str | None
-    ) -> None:
-        await self._conversations.append(
-            conversation_id, "user", message.text, message_id=message.message_id
-        )
-        for job in turn.joined:
-            await self._conversations.append(
-                conversation_id, "user", job.text, message_id=job.message_id
-            )
-        if answer:
-            await self._conversations.append(conversation_id, "assistant", answer)
 
     async def _complete(self, turn: Turn) -> None:
         for job in (turn.job, *turn.joined):

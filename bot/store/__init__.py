@@ -6,10 +6,19 @@ engine: plain str, int and dict values go in and come out as frozen value object
     db = await Database.connect(url)
     await upgrade_async(url)  # or: await asyncio.to_thread(upgrade, url)
     ledger, conversations, runs = MessageLedger(db), ConversationStore(db), RunStore(db)
+    journal = TurnJournal(db)  # a turn's history, run and claims in one transaction
+
+The stores use SQLAlchemy Core over `db.write()` / `db.read()`, one short transaction a method.
 """
 
-from bot.store.conversations import Conversation, ConversationStore, HistoryEntry
+from bot.store.conversations import (
+    Conversation,
+    ConversationStore,
+    HistoryEntry,
+    LoadedConversation,
+)
 from bot.store.db import DEFAULT_DATABASE_URL, Database, DatabaseConfigError, normalize_url
+from bot.store.journal import FinishedTurn, TurnJournal
 from bot.store.ledger import Claim, ClaimOutcome, LedgerEntry, MessageLedger
 from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_async
 from bot.store.runs import RunRecord, RunStore
@@ -22,11 +31,14 @@ __all__ = [
     "ConversationStore",
     "Database",
     "DatabaseConfigError",
+    "FinishedTurn",
     "HistoryEntry",
     "LedgerEntry",
+    "LoadedConversation",
     "MessageLedger",
     "RunRecord",
     "RunStore",
+    "TurnJournal",
     "current_revision",
     "head_revision",
     "normalize_url",

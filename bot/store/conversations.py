@@ -1,26 +1,85 @@
 """Conversations and their history.
 
 A scope (a chat, a thread, a DM: the router's scope key) has generations of conversations; the
-active one is the highest generation, and `/reset` starts the next one. Creation goes through
-`INSERT ... ON CONFLICT DO NOTHING` on unique(scope_key, generation) followed by a select, so
-concurrent first messages (or resets) of one scope end with a single conversation.
+active one is the highest generation, and `/reset` starts the next one. A scope without any
+conversation is at generation 1 with an empty history: `load()` reports it so without creating
+anything, the first finished turn creates it (`TurnJournal.finish_turn`), and a `/reset` moves
+the scope to generation 2, so that a turn still running on generation 1 cannot write into the
+fresh conversation. Creation goes through `INSERT ... ON CONFLICT DO NOTHING` on
+unique(scope_key, generation) followed by a select, so concurrent first messages (or resets) of
+one scope end with a single conversation.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, RowMapping, and_, bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.store.db import Database
 from bot.store.models import ROLES, ConversationMessageRow, ConversationRow
 
 _conversations = ConversationRow.__table__
 _messages = ConversationMessageRow.__table__
+
+# The active conversation of a scope and its last `limit` messages, in one statement: one row
+# a message, oldest first, or one row with NULL message columns when it has none.
+_active = _conversations.alias("active")
+_loaded = _messages.alias("loaded")
+_LOAD = (
+    select(
+        _active.c.id,
+        _active.c.generation,
+        _loaded.c.role,
+        _loaded.c.content,
+        _loaded.c.message_id,
+    )
+    .select_from(
+        _active.outerjoin(
+            _loaded,
+            and_(
+                _loaded.c.conversation_id == _active.c.id,
+                _loaded.c.id.in_(
+                    select(_messages.c.id)
+                    .where(_messages.c.conversation_id == _active.c.id)
+                    .order_by(_messages.c.id.desc())
+                    .limit(bindparam("limit", type_=Integer))
+                ),
+            ),
+        )
+    )
+    .where(
+        _active.c.id
+        == select(_conversations.c.id)
+        .where(_conversations.c.scope_key == bindparam("scope_key"))
+        .order_by(_conversations.c.generation.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    .order_by(_loaded.c.id)
+)
+_LATEST = (
+    select(_conversations)
+    .where(_conversations.c.scope_key == bindparam("scope_key"))
+    .order_by(_conversations.c.generation.desc())
+    .limit(1)
+)
+_MAX_GENERATION = select(func.max(_conversations.c.generation)).where(
+    _conversations.c.scope_key == bindparam("scope_key")
+)
+_BY_ID = select(_conversations).where(_conversations.c.id == bindparam("id"))
+_HISTORY = (
+    select(_messages.c.role, _messages.c.content, _messages.c.message_id)
+    .where(_messages.c.conversation_id == bindparam("conversation_id"))
+    .order_by(_messages.c.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+_APPEND = _messages.insert().returning(_messages.c.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +97,20 @@ class HistoryEntry:
     message_id: str | None = None
 
 
-def _conversation(row: Mapping[str, Any]) -> Conversation:
+@dataclass(frozen=True, slots=True)
+class LoadedConversation:
+    """What a turn starts from: the scope's active conversation and its latest history.
+
+    `conversation_id` is None (and `generation` 1) while the scope has no conversation yet.
+    """
+
+    scope_key: str
+    conversation_id: str | None
+    generation: int
+    history: list[HistoryEntry]
+
+
+def _conversation(row: RowMapping) -> Conversation:
     return Conversation(
         id=row["id"],
         scope_key=row["scope_key"],
@@ -47,46 +119,68 @@ def _conversation(row: Mapping[str, Any]) -> Conversation:
     )
 
 
+def conversation_insert(db: Database) -> Any:
+    """The insert of a conversation row that does nothing when its (scope_key, generation)
+    exists; parameters id, scope_key, generation, created_at."""
+    return (
+        db.insert(_conversations)
+        .on_conflict_do_nothing(index_elements=["scope_key", "generation"])
+        .returning(_conversations.c.id)
+    )
+
+
 class ConversationStore:
-    """Get, reset and extend the conversations of scopes."""
+    """Load, get, reset and extend the conversations of scopes."""
 
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
+        self._insert_conversation = conversation_insert(db)
+
+    async def load(self, scope_key: str, *, history_limit: int) -> LoadedConversation:
+        """The scope's active conversation and its last `history_limit` turns, oldest first,
+        in one read transaction; creates nothing."""
+        async with self._db.read() as connection:
+            result = await connection.execute(
+                _LOAD, {"scope_key": scope_key, "limit": max(history_limit, 0)}
+            )
+            rows = result.all()
+        if not rows:
+            return LoadedConversation(scope_key, None, 1, [])
+        history = [
+            HistoryEntry(role, content, message_id)
+            for _, _, role, content, message_id in rows
+            if role is not None
+        ]
+        return LoadedConversation(scope_key, rows[0].id, rows[0].generation, history)
 
     async def active(self, scope_key: str) -> Conversation:
         """The scope's current conversation, created (generation 1) on first use."""
-        async with self._db.session() as session:
-            latest = await self._latest(session, scope_key)
-            if latest is not None:
-                return _conversation(latest)
-            await self._insert(session, scope_key, 1)
-            latest = await self._latest(session, scope_key)
+        async with self._db.write() as connection:
+            latest = await self._latest(connection, scope_key)
+            if latest is None:
+                await self._insert(connection, scope_key, 1)
+                latest = await self._latest(connection, scope_key)
         assert latest is not None
         return _conversation(latest)
 
     async def reset(self, scope_key: str) -> Conversation:
         """Start the scope's next conversation; earlier history stays with the old one.
 
-        Two resets racing on one scope create one new generation, and both return it.
+        A scope without conversations counts as being at generation 1, so its reset starts
+        generation 2. Two resets racing on one scope create one new generation, and both
+        return it.
         """
-        async with self._db.session() as session:
-            current = await session.exec(
-                select(func.max(_conversations.c.generation)).where(
-                    _conversations.c.scope_key == scope_key
-                )
-            )
-            await self._insert(session, scope_key, (current.scalar() or 0) + 1)
-            latest = await self._latest(session, scope_key)
+        async with self._db.write() as connection:
+            current = await connection.execute(_MAX_GENERATION, {"scope_key": scope_key})
+            await self._insert(connection, scope_key, (current.scalar() or 1) + 1)
+            latest = await self._latest(connection, scope_key)
         assert latest is not None
         return _conversation(latest)
 
     async def get(self, conversation_id: str) -> Conversation | None:
-        async with self._db.session(read_only=True) as session:
-            result = await session.exec(
-                select(_conversations).where(_conversations.c.id == conversation_id)
-            )
-            row = result.mappings().first()
+        async with self._db.read() as connection:
+            row = (await connection.execute(_BY_ID, {"id": conversation_id})).mappings().first()
         return None if row is None else _conversation(row)
 
     async def append(
@@ -95,17 +189,16 @@ class ConversationStore:
         """Add one turn (`user` or `assistant`); returns its id, which orders the history."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
-        async with self._db.session() as session:
-            result = await session.exec(
-                _messages.insert()
-                .values(
-                    conversation_id=conversation_id,
-                    role=role,
-                    content=content,
-                    message_id=message_id,
-                    created_at=self._clock(),
-                )
-                .returning(_messages.c.id)
+        async with self._db.write() as connection:
+            result = await connection.execute(
+                _APPEND,
+                {
+                    "conversation_id": conversation_id,
+                    "role": role,
+                    "content": content,
+                    "message_id": message_id,
+                    "created_at": self._clock(),
+                },
             )
             return result.scalar_one()
 
@@ -113,33 +206,31 @@ class ConversationStore:
         """The last `limit` turns of the conversation, oldest first."""
         if limit <= 0:
             return []
-        async with self._db.session(read_only=True) as session:
-            result = await session.exec(
-                select(_messages.c.role, _messages.c.content, _messages.c.message_id)
-                .where(_messages.c.conversation_id == conversation_id)
-                .order_by(_messages.c.id.desc())
-                .limit(limit)
-            )
-            rows = result.all()
-        return [HistoryEntry(role, content, message_id) for role, content, message_id in rows][::-1]
+        async with self._db.read() as connection:
+            return await _history(connection, conversation_id, limit)
 
-    async def _latest(self, session: Any, scope_key: str) -> Mapping[str, Any] | None:
-        result = await session.exec(
-            select(_conversations)
-            .where(_conversations.c.scope_key == scope_key)
-            .order_by(_conversations.c.generation.desc())
-            .limit(1)
-        )
+    async def _latest(self, connection: AsyncConnection, scope_key: str) -> RowMapping | None:
+        result = await connection.execute(_LATEST, {"scope_key": scope_key})
         return result.mappings().first()
 
-    async def _insert(self, session: Any, scope_key: str, generation: int) -> None:
-        await session.exec(
-            self._db.insert(_conversations)
-            .values(
-                id=uuid.uuid4().hex,
-                scope_key=scope_key,
-                generation=generation,
-                created_at=self._clock(),
-            )
-            .on_conflict_do_nothing(index_elements=["scope_key", "generation"])
+    async def _insert(self, connection: AsyncConnection, scope_key: str, generation: int) -> None:
+        await connection.execute(
+            self._insert_conversation,
+            {
+                "id": uuid.uuid4().hex,
+                "scope_key": scope_key,
+                "generation": generation,
+                "created_at": self._clock(),
+            },
         )
+
+
+async def _history(
+    connection: AsyncConnection, conversation_id: str, limit: int
+) -> list[HistoryEntry]:
+    if limit <= 0:
+        return []
+    result = await connection.execute(
+        _HISTORY, {"conversation_id": conversation_id, "limit": limit}
+    )
+    return [HistoryEntry(role, content, message_id) for role, content, message_id in result][::-1]

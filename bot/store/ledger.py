@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.store.db import Database
 from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow
@@ -115,12 +116,88 @@ def _expired(now: float) -> Any:
     return _c.state.in_(ACTIVE_STATES) & (_c.lease_until <= now)
 
 
+class _Statements:
+    """The ledger's statements in the database's dialect, built once (SQLAlchemy caches their
+    compiled form). Parameters named like a column they set are prefixed `p_`."""
+
+    def __init__(self, db: Database) -> None:
+        # The columns of a new row are the keys of the parameters given at execution.
+        self.insert_claim = (
+            db.insert(_claims)
+            .on_conflict_do_nothing(index_elements=["message_id"])
+            .returning(*_claims.c)
+        )
+        self.insert_dropped = (
+            db.insert(_claims)
+            .on_conflict_do_nothing(index_elements=["message_id"])
+            .returning(_c.message_id)
+        )
+        self.row = select(_claims).where(_c.message_id == bindparam("p_message_id"))
+        owned = (
+            _c.message_id == bindparam("p_message_id"),
+            _c.owner == bindparam("p_owner"),
+            _c.state.in_(ACTIVE_STATES),
+        )
+        self.renew = (
+            update(_claims)
+            .where(*owned)
+            .values(lease_until=bindparam("p_lease_until"), updated_at=bindparam("now"))
+        )
+        self.renew_many = (
+            update(_claims)
+            .where(
+                _c.message_id.in_(bindparam("p_message_ids", expanding=True)),
+                _c.owner == bindparam("p_owner"),
+                _c.state.in_(ACTIVE_STATES),
+            )
+            .values(lease_until=bindparam("p_lease_until"), updated_at=bindparam("now"))
+            .returning(_c.message_id)
+        )
+        self.mark_replied = (
+            update(_claims)
+            .where(*owned)
+            .values(
+                state=REPLIED,
+                reply_message_id=bindparam("p_reply"),
+                updated_at=bindparam("now"),
+            )
+        )
+        self.complete = (
+            update(_claims).where(*owned).values(state=DONE, updated_at=bindparam("now"))
+        )
+        self.complete_replied = (
+            update(_claims)
+            .where(*owned)
+            .values(
+                state=DONE,
+                reply_message_id=bindparam("p_reply"),
+                updated_at=bindparam("now"),
+            )
+        )
+        self.release = (
+            update(_claims)
+            .where(*owned)
+            .values(
+                lease_until=bindparam("now"), attempts=_c.attempts - 1, updated_at=bindparam("now")
+            )
+        )
+        self.drop_owned = (
+            update(_claims)
+            .where(*owned)
+            .values(state=DROPPED, reason=bindparam("p_reason"), updated_at=bindparam("now"))
+        )
+        self.purge = delete(_claims).where(
+            _c.state.in_(FINAL_STATES), _c.updated_at < bindparam("cutoff")
+        )
+
+
 class MessageLedger:
     """Claims, leases and outcomes of inbound messages, keyed by Feishu's message_id."""
 
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
+        self._sql = _Statements(db)
 
     async def claim(
         self,
@@ -154,44 +231,49 @@ class MessageLedger:
         conversation_key: str | None,
         max_attempts: int,
     ) -> Claim | None:
-        """One claim transaction; None when a purge removed the row between its statements."""
+        """One claim transaction; None when a purge removed the row between its statements.
+
+        A first sight is one statement (the insert); a redelivery adds a select, and an
+        expired holder a conditional update.
+        """
         now = self._clock()
-        async with self._db.session() as session:
-            insert = (
-                self._db.insert(_claims)
-                .values(
-                    message_id=message_id,
-                    state=CLAIMED,
-                    owner=owner,
-                    lease_until=now + lease_seconds,
-                    attempts=1,
-                    payload=_dump(payload),
-                    conversation_key=conversation_key,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .on_conflict_do_nothing(index_elements=["message_id"])
-                .returning(*_claims.c)
+        row: Mapping[str, Any] | None
+        async with self._db.write() as connection:
+            result = await connection.execute(
+                self._sql.insert_claim,
+                {
+                    "message_id": message_id,
+                    "state": CLAIMED,
+                    "owner": owner,
+                    "lease_until": now + lease_seconds,
+                    "attempts": 1,
+                    "payload": _dump(payload),
+                    "conversation_key": conversation_key,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
-            row = (await session.exec(insert)).mappings().first()
+            row = result.mappings().first()
             if row is not None:
                 return _claim("claimed", row)
-            row = await self._row(session, message_id)
+            row = await self._row(connection, message_id)
             if row is None:
                 return None
             if row["state"] in FINAL_STATES:
                 return _claim("duplicate_done", row)
             if row["lease_until"] > now:
                 return _claim("duplicate_in_progress", row)
+            match = _c.message_id == message_id
             if row["attempts"] >= max_attempts:
-                await self._fail_exhausted(session, now, max_attempts, message_id)
+                changed = await self._fail_exhausted(connection, now, max_attempts, match)
             else:
-                taken = await self._take(
-                    session, now, owner, lease_seconds, max_attempts, _c.message_id == message_id
+                changed = await self._take(
+                    connection, now, owner, lease_seconds, max_attempts, match
                 )
-                if taken:
-                    return _claim("taken_over", taken[0])
-            row = await self._row(session, message_id)
+                if changed:
+                    return _claim("taken_over", changed[0])
+            # Failed now (by us), or changed by a racer between the select and the update.
+            row = changed[0] if changed else await self._row(connection, message_id)
         if row is None:
             return None
         return _claim(
@@ -212,11 +294,11 @@ class MessageLedger:
         had `max_attempts` become `failed` and are not returned.
         """
         now = self._clock()
-        async with self._db.session() as session:
-            await self._fail_exhausted(session, now, max_attempts)
+        async with self._db.write() as connection:
+            await self._fail_exhausted(connection, now, max_attempts)
             # Two statements, not UPDATE ... WHERE id IN (SELECT ... LIMIT): PostgreSQL may
             # rescan such a subquery and skip the rows it has just updated, going past the limit.
-            candidates = await session.exec(
+            candidates = await connection.execute(
                 select(_c.message_id)
                 .where(_expired(now), _c.attempts < max_attempts)
                 .order_by(_c.lease_until)
@@ -227,7 +309,7 @@ class MessageLedger:
             if not ids:
                 return []
             taken = await self._take(
-                session, now, owner, lease_seconds, max_attempts, _c.message_id.in_(ids)
+                connection, now, owner, lease_seconds, max_attempts, _c.message_id.in_(ids)
             )
         position = {message_id: index for index, message_id in enumerate(ids)}
         taken.sort(key=lambda row: position[row["message_id"]])
@@ -237,34 +319,60 @@ class MessageLedger:
         """Extend the lease; False when `owner` no longer holds the message."""
         now = self._clock()
         return await self._update_owned(
-            message_id, owner, lease_until=now + lease_seconds, updated_at=now
+            self._sql.renew, message_id, owner, p_lease_until=now + lease_seconds, now=now
         )
+
+    async def renew_many(
+        self, message_ids: Iterable[str], *, owner: str, lease_seconds: float
+    ) -> set[str]:
+        """`renew` for many messages in one statement; returns the ids `owner` still holds."""
+        ids = list(message_ids)
+        if not ids:
+            return set()
+        now = self._clock()
+        async with self._db.write() as connection:
+            result = await connection.execute(
+                self._sql.renew_many,
+                {
+                    "p_message_ids": ids,
+                    "p_owner": owner,
+                    "p_lease_until": now + lease_seconds,
+                    "now": now,
+                },
+            )
+            return set(result.scalars())
 
     async def mark_replied(self, message_id: str, *, owner: str, reply_message_id: str) -> bool:
         """Record the reply message; False when `owner` no longer holds the message."""
         return await self._update_owned(
+            self._sql.mark_replied,
             message_id,
             owner,
-            state=REPLIED,
-            reply_message_id=reply_message_id,
-            updated_at=self._clock(),
+            p_reply=reply_message_id,
+            now=self._clock(),
         )
 
-    async def complete(self, message_id: str, *, owner: str) -> bool:
-        """Mark the message done; False when `owner` no longer holds the message."""
-        return await self._update_owned(message_id, owner, state=DONE, updated_at=self._clock())
+    async def complete(
+        self, message_id: str, *, owner: str, reply_message_id: str | None = None
+    ) -> bool:
+        """Mark the message done, with its reply message when given (one statement for
+        `mark_replied` + `complete`); False when `owner` no longer holds the message."""
+        if reply_message_id is None:
+            return await self._update_owned(
+                self._sql.complete, message_id, owner, now=self._clock()
+            )
+        return await self._update_owned(
+            self._sql.complete_replied,
+            message_id,
+            owner,
+            p_reply=reply_message_id,
+            now=self._clock(),
+        )
 
     async def release(self, message_id: str, *, owner: str) -> bool:
         """Give the message up at a graceful shutdown: its lease ends now, so another process
         (or this one after its restart) takes it over at once. The attempt is not counted."""
-        now = self._clock()
-        return await self._update_owned(
-            message_id,
-            owner,
-            lease_until=now,
-            attempts=_c.attempts - 1,
-            updated_at=now,
-        )
+        return await self._update_owned(self._sql.release, message_id, owner, now=self._clock())
 
     async def drop(
         self,
@@ -281,31 +389,28 @@ class MessageLedger:
         Returns whether the message is now dropped by this call.
         """
         now = self._clock()
-        async with self._db.session() as session:
-            insert = (
-                self._db.insert(_claims)
-                .values(
-                    message_id=message_id,
-                    state=DROPPED,
-                    owner=owner or "",
-                    lease_until=now,
-                    attempts=0,
-                    payload=_dump(payload or {}),
-                    reason=reason,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .on_conflict_do_nothing(index_elements=["message_id"])
-                .returning(_c.message_id)
+        async with self._db.write() as connection:
+            inserted = await connection.execute(
+                self._sql.insert_dropped,
+                {
+                    "message_id": message_id,
+                    "state": DROPPED,
+                    "owner": owner or "",
+                    "lease_until": now,
+                    "attempts": 0,
+                    "payload": _dump(payload or {}),
+                    "reason": reason,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
-            if (await session.exec(insert)).first() is not None:
+            if inserted.first() is not None:
                 return True
             if owner is None:
                 return False
-            result = await session.exec(
-                update(_claims)
-                .where(_c.message_id == message_id, _c.owner == owner, _c.state.in_(ACTIVE_STATES))
-                .values(state=DROPPED, reason=reason, updated_at=now)
+            result = await connection.execute(
+                self._sql.drop_owned,
+                {"p_message_id": message_id, "p_owner": owner, "p_reason": reason, "now": now},
             )
             return result.rowcount == 1
 
@@ -315,24 +420,22 @@ class MessageLedger:
         Dedup only holds while the row exists: keep at least 24 h (Feishu redelivers for ~7 h).
         """
         cutoff = self._clock() - older_than_seconds
-        async with self._db.session() as session:
-            result = await session.exec(
-                delete(_claims).where(_c.state.in_(FINAL_STATES), _c.updated_at < cutoff)
-            )
+        async with self._db.write() as connection:
+            result = await connection.execute(self._sql.purge, {"cutoff": cutoff})
             return result.rowcount
 
     async def get(self, message_id: str) -> LedgerEntry | None:
-        async with self._db.session(read_only=True) as session:
-            row = await self._row(session, message_id)
+        async with self._db.read() as connection:
+            row = await self._row(connection, message_id)
         return None if row is None else _entry(row)
 
-    async def _row(self, session: Any, message_id: str) -> Mapping[str, Any] | None:
-        result = await session.exec(select(_claims).where(_c.message_id == message_id))
+    async def _row(self, connection: AsyncConnection, message_id: str) -> Mapping[str, Any] | None:
+        result = await connection.execute(self._sql.row, {"p_message_id": message_id})
         return result.mappings().first()
 
     async def _take(
         self,
-        session: Any,
+        connection: AsyncConnection,
         now: float,
         owner: str,
         lease_seconds: float,
@@ -340,7 +443,7 @@ class MessageLedger:
         match: Any,
     ) -> list[Mapping[str, Any]]:
         """Conditionally take over the expired rows that `match` selects."""
-        result = await session.exec(
+        result = await connection.execute(
             update(_claims)
             .where(match, _expired(now), _c.attempts < max_attempts)
             .values(
@@ -354,32 +457,37 @@ class MessageLedger:
         return list(result.mappings().all())
 
     async def _fail_exhausted(
-        self, session: Any, now: float, max_attempts: int, message_id: str | None = None
-    ) -> None:
-        """Mark `failed` the expired messages (or the one message) that used up their attempts."""
+        self, connection: AsyncConnection, now: float, max_attempts: int, match: Any = None
+    ) -> list[Mapping[str, Any]]:
+        """Mark `failed` the expired messages (those `match` selects, or all) that used up their
+        attempts; returns the rows it changed."""
         condition = _expired(now) & (_c.attempts >= max_attempts)
-        if message_id is None:
+        if match is not None:
+            condition = condition & match
+        elif self._db.dialect != "sqlite":
             # Lock first, skipping rows a concurrent sweeper holds: no waits, no deadlocks.
-            exhausted = await session.exec(
+            # (SQLite has one writer at a time: nothing to skip.)
+            exhausted = await connection.execute(
                 select(_c.message_id).where(condition).with_for_update(skip_locked=True)
             )
             ids = list(exhausted.scalars())
             if not ids:
-                return
+                return []
             condition = condition & _c.message_id.in_(ids)
-        else:
-            condition = condition & (_c.message_id == message_id)
-        await session.exec(
+        result = await connection.execute(
             update(_claims)
             .where(condition)
             .values(state=FAILED, reason=f"gave up after {max_attempts} attempts", updated_at=now)
+            .returning(*_claims.c)
         )
+        return list(result.mappings().all())
 
-    async def _update_owned(self, message_id: str, owner: str, **values: Any) -> bool:
-        async with self._db.session() as session:
-            result = await session.exec(
-                update(_claims)
-                .where(_c.message_id == message_id, _c.owner == owner, _c.state.in_(ACTIVE_STATES))
-                .values(**values)
+    async def _update_owned(
+        self, statement: Any, message_id: str, owner: str, **values: Any
+    ) -> bool:
+        """One conditional update of a message that `owner` holds (claimed or replied)."""
+        async with self._db.write() as connection:
+            result = await connection.execute(
+                statement, {"p_message_id": message_id, "p_owner": owner, **values}
             )
             return result.rowcount == 1

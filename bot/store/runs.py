@@ -61,8 +61,8 @@ class RunStore:
     ) -> RunRecord:
         """Record a run as `running`. `owner` is the instance id that holds the message's claim
         (see `mark_interrupted_running`)."""
-        async with self._db.session() as session:
-            result = await session.exec(
+        async with self._db.write() as connection:
+            result = await connection.execute(
                 _runs.insert()
                 .values(
                     id=run_id,
@@ -102,8 +102,8 @@ class RunStore:
         """
         if status not in FINISHED_STATUSES:
             raise ValueError(f"status must be one of {FINISHED_STATUSES}, not {status!r}")
-        async with self._db.session() as session:
-            result = await session.exec(
+        async with self._db.write() as connection:
+            result = await connection.execute(
                 update(_runs)
                 .where(_runs.c.id == run_id)
                 .values(
@@ -121,15 +121,15 @@ class RunStore:
             return result.rowcount == 1
 
     async def get(self, run_id: str) -> RunRecord | None:
-        async with self._db.session(read_only=True) as session:
-            result = await session.exec(select(_runs).where(_runs.c.id == run_id))
+        async with self._db.read() as connection:
+            result = await connection.execute(select(_runs).where(_runs.c.id == run_id))
             row = result.mappings().first()
         return None if row is None else _record(row)
 
     async def recent(self, limit: int = 50) -> list[RunRecord]:
         """The latest runs, newest first."""
-        async with self._db.session(read_only=True) as session:
-            result = await session.exec(
+        async with self._db.read() as connection:
+            result = await connection.execute(
                 select(_runs).order_by(_runs.c.started_at.desc(), _runs.c.id.desc()).limit(limit)
             )
             return [_record(row) for row in result.mappings().all()]
@@ -153,8 +153,8 @@ class RunStore:
                 _claims.c.lease_until > now,
             )
         )
-        async with self._db.session() as session:
-            result = await session.exec(
+        async with self._db.write() as connection:
+            result = await connection.execute(
                 update(_runs)
                 .where(_runs.c.status == RUNNING, ~alive)
                 .values(

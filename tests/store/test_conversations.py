@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import text
 
-from bot.store import ConversationStore, HistoryEntry
+from bot.store import ConversationStore, HistoryEntry, LoadedConversation
 
 
 async def test_concurrent_first_messages_of_a_scope_share_one_conversation(db, other_db, clock):
@@ -45,10 +46,12 @@ async def test_reset_starts_a_new_conversation_without_the_old_history(db, clock
     assert len(await store.history(old.id, limit=10)) == 2
 
 
-async def test_reset_of_an_unknown_scope_starts_generation_one(db, clock):
+async def test_reset_of_an_unknown_scope_starts_generation_two(db, clock):
+    # A scope without conversations is at generation 1 (see load()): a turn that loaded it
+    # records into generation 1, never into the conversation the reset started.
     store = ConversationStore(db, clock=clock)
     conversation = await store.reset("dm:ou_1")
-    assert conversation.generation == 1
+    assert conversation.generation == 2
     assert await store.active("dm:ou_1") == conversation
 
 
@@ -92,3 +95,39 @@ async def test_append_refuses_unknown_roles_and_conversations(db, clock):
     with pytest.raises(Exception, match=r"(?i)foreign key"):
         await store.append("no-such-conversation", "user", "hello")
     assert await store.history(conversation.id, limit=5) == []
+
+
+async def test_load_of_a_new_scope_creates_nothing(db, clock):
+    store = ConversationStore(db, clock=clock)
+    loaded = await store.load("chat:oc_1", history_limit=10)
+    assert loaded == LoadedConversation("chat:oc_1", None, 1, [])
+    async with db.read() as connection:
+        count = (await connection.execute(text("SELECT count(*) FROM conversations"))).scalar()
+    assert count == 0
+
+
+async def test_load_returns_the_active_conversation_and_its_last_history(db, clock):
+    store = ConversationStore(db, clock=clock)
+    conversation = await store.active("chat:oc_1")
+    for i in range(5):
+        await store.append(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i}")
+    loaded = await store.load("chat:oc_1", history_limit=3)
+    assert (loaded.scope_key, loaded.conversation_id, loaded.generation) == (
+        "chat:oc_1",
+        conversation.id,
+        1,
+    )
+    assert [entry.content for entry in loaded.history] == ["turn 2", "turn 3", "turn 4"]
+    assert loaded.history[0] == HistoryEntry("user", "turn 2")
+    assert (await store.load("chat:oc_1", history_limit=0)).history == []
+    assert len((await store.load("chat:oc_1", history_limit=100)).history) == 5
+    assert (await store.load("chat:oc_2", history_limit=3)).conversation_id is None
+
+
+async def test_load_after_a_reset_is_the_new_generation_with_no_history(db, clock):
+    store = ConversationStore(db, clock=clock)
+    old = await store.active("chat:oc_1")
+    await store.append(old.id, "user", "remember 42")
+    new = await store.reset("chat:oc_1")
+    loaded = await store.load("chat:oc_1", history_limit=10)
+    assert loaded == LoadedConversation("chat:oc_1", new.id, 2, [])

@@ -226,3 +226,29 @@ async def test_purge_removes_only_old_finished_rows(db, clock):
 
 async def test_get_returns_none_for_an_unknown_message(db, clock):
     assert await make_ledger(db, clock).get("om_nope") is None
+
+
+async def test_complete_can_record_the_reply_in_the_same_statement(db, clock):
+    ledger = make_ledger(db, clock)
+    await ledger.claim("om_1", owner="a", payload={}, lease_seconds=LEASE)
+    assert not await ledger.complete("om_1", owner="b", reply_message_id="om_r")
+    assert await ledger.complete("om_1", owner="a", reply_message_id="om_r")
+    entry = await ledger.get("om_1")
+    assert (entry.state, entry.reply_message_id) == ("done", "om_r")
+    assert not await ledger.complete("om_1", owner="a", reply_message_id="om_other")
+
+
+async def test_renew_many_keeps_the_messages_still_held(db, clock):
+    ledger = make_ledger(db, clock)
+    for message_id in ("om_1", "om_2", "om_3"):
+        await ledger.claim(message_id, owner="a", payload={}, lease_seconds=LEASE)
+    await ledger.claim("om_other", owner="b", payload={}, lease_seconds=LEASE)
+    await ledger.complete("om_3", owner="a")
+    clock.advance(LEASE - 1)
+    kept = await ledger.renew_many(
+        ["om_1", "om_2", "om_3", "om_other", "om_unknown"], owner="a", lease_seconds=LEASE
+    )
+    assert kept == {"om_1", "om_2"}
+    assert (await ledger.get("om_1")).lease_until == clock.now + LEASE
+    assert (await ledger.get("om_other")).lease_until == clock.now + 1
+    assert await ledger.renew_many([], owner="a", lease_seconds=LEASE) == set()
