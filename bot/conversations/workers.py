@@ -40,6 +40,23 @@ class Turn:
     joined: list[Job] = field(default_factory=list)
     # Set when a /stop arrives before the run started (it was waiting for a slot).
     stopped_before_start: str | None = None
+    # After close(): no more joining; joined messages the run never read go here.
+    closed: bool = False
+    unread: list[Job] = field(default_factory=list)
+
+    def close(self) -> list[Job]:
+        """End joining (the agent has stopped reading interrupts).
+
+        Messages that joined after the agent's last read would be lost with the turn;
+        they are taken out of ``joined`` and handed back to the conversation's queue,
+        in order, to be answered by the next turn.
+        """
+        self.closed = True
+        unread_texts = len(self.interrupts.drain())
+        if unread_texts:
+            self.unread = self.joined[-unread_texts:]
+            del self.joined[-unread_texts:]
+        return self.unread
 
 
 @dataclass(slots=True)
@@ -69,7 +86,7 @@ class ConversationWorkers:
         if self._closing:
             raise RuntimeError("workers are shutting down")
         lane = self._lanes.setdefault(job.key, _Lane())
-        if lane.turn is not None:
+        if lane.turn is not None and not lane.turn.closed:
             lane.turn.joined.append(job)
             lane.turn.interrupts.put_nowait(job.text)
             return "joined"
@@ -140,6 +157,7 @@ class ConversationWorkers:
                     logger.exception("conversation %s: job %s failed", key, job.message_id)
                 finally:
                     lane.turn = None
+                    lane.queue.extendleft(reversed(turn.unread))
         finally:
             if not lane.queue and self._lanes.get(key) is lane:
                 del self._lanes[key]

@@ -92,3 +92,29 @@ async def test_close_hands_back_unfinished_jobs():
     workers.submit(rec.job("b", "m3"))  # waits for the slot
     unfinished = await workers.close(0.05)
     assert sorted(j.message_id for j in unfinished) == ["m1", "m2", "m3"]
+
+
+async def test_messages_that_join_after_the_last_read_get_their_own_turn():
+    workers = ConversationWorkers(max_concurrent_runs=2)
+    rec = Recorder()
+    workers.submit(rec.job("k", "m1"))
+    await rec.started["m1"].wait()
+    turn = rec.turns["m1"]
+    workers.submit(rec.job("k", "m2", "read by the agent"))
+    assert turn.interrupts.drain() == ["read by the agent"]  # the agent read m2
+    workers.submit(rec.job("k", "m3", "too late"))  # after the agent's last read
+    assert [j.message_id for j in turn.close()] == ["m3"]
+    assert [j.message_id for j in turn.joined] == ["m2"]
+    # Closed: a message arriving now queues instead of joining.
+    assert workers.submit(rec.job("k", "m4")) == "queued"
+    rec.gates["m1"].set()
+    await rec.started["m3"].wait()
+    rec.gates["m3"].set()
+    await rec.started["m4"].wait()
+    rec.gates["m4"].set()
+    await workers.close(1)
+    assert [line for line in rec.log if line.startswith("start")] == [
+        "start m1",
+        "start m3",
+        "start m4",
+    ]
