@@ -20,6 +20,11 @@ What this wrapper adds to the SDK (see research/lark-sdk.md for why each is need
   about 50-70 ms of CPU (a fresh SSL context loads the CA bundle) before any handshake.
   Requests are built with the SDK's generated builders and parsed into its models, but
   sent over one keep-alive client (:class:`~bot.feishu.transport.PooledTransport`).
+- CardKit (streaming cards): ``create_card`` → ``reply_card_entity`` → repeated
+  ``stream_element_content`` (the FULL text each time) → ``update_card_settings``
+  (``{"config": {"streaming_mode": False, ...}}``) → optional ``update_card``. Every
+  operation on one card takes a ``sequence`` that must strictly increase across all of
+  them (the caller keeps one counter per card); a ``uuid`` makes a resend idempotent.
 - Logging: the SDK's "Lark" logger gets no handler of its own (it printed to stdout
   and propagated too); our lines use %-style args, carry the Feishu code and log_id,
   and never contain the app secret or a token.
@@ -31,7 +36,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -41,6 +46,21 @@ from lark_oapi.api.auth.v3 import (
     InternalTenantAccessTokenRequest,
     InternalTenantAccessTokenRequestBody,
     InternalTenantAccessTokenResponse,
+)
+from lark_oapi.api.cardkit.v1 import (
+    Card,
+    ContentCardElementRequest,
+    ContentCardElementRequestBody,
+    ContentCardElementResponse,
+    CreateCardRequest,
+    CreateCardRequestBody,
+    CreateCardResponse,
+    SettingsCardRequest,
+    SettingsCardRequestBody,
+    SettingsCardResponse,
+    UpdateCardRequest,
+    UpdateCardRequestBody,
+    UpdateCardResponse,
 )
 from lark_oapi.api.im.v1 import (
     CreateMessageRequest,
@@ -69,6 +89,9 @@ logger = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, ValueError, UnmarshalException)
 
 Send = Callable[[lark.RequestOption], Awaitable[Any]]
+
+# CardKit's ``sequence`` is an int32 that must strictly increase per card.
+_MAX_SEQUENCE = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +239,117 @@ class FeishuClient:
 
         await self._call("im.message.patch", send)
 
+    # -- CardKit: card entities and streaming -----------------------------------------
+
+    async def create_card(self, card: Mapping[str, Any]) -> str:
+        """Create a card entity from card JSON 2.0 (POST /cardkit/v1/cards); its ``card_id``.
+
+        For streaming, ``card["config"]["streaming_mode"]`` is True and the text goes in
+        ``markdown`` elements that carry an ``element_id``.
+        """
+        body = CreateCardRequestBody.builder().type("card_json").data(_card_json(card)).build()
+        request = CreateCardRequest.builder().request_body(body).build()
+        response, _ = await self._request("cardkit.card.create", request, CreateCardResponse)
+        card_id = getattr(response.data, "card_id", None)
+        if not isinstance(card_id, str) or not card_id:
+            raise self._malformed("cardkit.card.create", "no card_id in the answer")
+        return card_id
+
+    async def stream_element_content(
+        self,
+        card_id: str,
+        element_id: str,
+        content: str,
+        *,
+        sequence: int,
+        uuid: str | None = None,
+    ) -> None:
+        """Set the text of a markdown/plain_text element of a streaming card.
+
+        ``content`` is the FULL text so far (1..100000 characters): when the old text is
+        a prefix of it the card types out the difference, otherwise it replaces the text.
+        """
+        body = ContentCardElementRequestBody.builder().content(content)
+        body.sequence(_checked_sequence(sequence))
+        if uuid:
+            body.uuid(uuid)
+        request = (
+            ContentCardElementRequest.builder()
+            .card_id(card_id)
+            .element_id(element_id)
+            .request_body(body.build())
+            .build()
+        )
+        await self._request("cardkit.element.content", request, ContentCardElementResponse)
+
+    async def update_card_settings(
+        self,
+        card_id: str,
+        settings: Mapping[str, Any],
+        *,
+        sequence: int,
+        uuid: str | None = None,
+    ) -> None:
+        """Change a card's settings, e.g. end streaming and set the chat-list preview::
+
+            {"config": {"streaming_mode": False, "summary": {"content": "Done"}}}
+
+        The ``config`` wrapper matters: Feishu ignores a bare ``{"streaming_mode": ...}``.
+        """
+        body = SettingsCardRequestBody.builder().settings(_card_json(settings))
+        body.sequence(_checked_sequence(sequence))
+        if uuid:
+            body.uuid(uuid)
+        request = SettingsCardRequest.builder().card_id(card_id).request_body(body.build())
+        await self._request("cardkit.card.settings", request.build(), SettingsCardResponse)
+
+    async def update_card(
+        self,
+        card_id: str,
+        card: Mapping[str, Any],
+        *,
+        sequence: int,
+        uuid: str | None = None,
+    ) -> None:
+        """Replace the whole card entity with new card JSON 2.0 (PUT /cardkit/v1/cards/:id).
+
+        The new card's ``config`` replaces the old one, ``streaming_mode`` included.
+        """
+        entity = Card.builder().type("card_json").data(_card_json(card)).build()
+        body = UpdateCardRequestBody.builder().card(entity).sequence(_checked_sequence(sequence))
+        if uuid:
+            body.uuid(uuid)
+        request = UpdateCardRequest.builder().card_id(card_id).request_body(body.build())
+        await self._request("cardkit.card.update", request.build(), UpdateCardResponse)
+
+    async def reply_card_entity(
+        self,
+        message_id: str,
+        card_id: str,
+        *,
+        uuid: str | None = None,
+        reply_in_thread: bool = False,
+    ) -> SentMessage:
+        """Reply to ``message_id`` with a card entity. An entity can be sent only once."""
+        return await self.reply_message(
+            message_id,
+            msg_type="interactive",
+            content=_card_entity_content(card_id),
+            uuid=uuid,
+            reply_in_thread=reply_in_thread,
+        )
+
     # -- plumbing -------------------------------------------------------------------
+
+    async def _request(
+        self, endpoint: str, request: lark.BaseRequest, response_type: type[Any]
+    ) -> tuple[Any, dict[str, Any]]:
+        """``_call`` for a request built once (the token travels in the option)."""
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            return self.transport.send(request, option, response_type)
+
+        return await self._call(endpoint, send)
 
     async def _call(self, endpoint: str, send: Send) -> tuple[Any, dict[str, Any]]:
         """One API call with the current token; on a token error, refresh and retry once."""
@@ -315,6 +448,24 @@ class FeishuClient:
 
 def _option(token: str) -> lark.RequestOption:
     return lark.RequestOption.builder().tenant_access_token(token).build()
+
+
+def _card_json(value: Mapping[str, Any]) -> str:
+    # Compact and unescaped: Feishu's 30 KB card limit counts bytes.
+    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _card_entity_content(card_id: str) -> str:
+    return json.dumps({"type": "card", "data": {"card_id": card_id}})
+
+
+def _checked_sequence(sequence: int) -> int:
+    # A programming error, caught before it costs an API call.
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise TypeError(f"sequence must be an int, not {type(sequence).__name__}")
+    if not 1 <= sequence <= _MAX_SEQUENCE:
+        raise ValueError(f"sequence {sequence} is outside 1..{_MAX_SEQUENCE}")
+    return sequence
 
 
 def _envelope(endpoint: str, raw: lark.RawResponse | None) -> dict[str, Any]:

@@ -20,8 +20,13 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     GET   /open-apis/bot/v3/info                            ``{code,msg,bot:{...}}`` (no ``data``)
     POST  /open-apis/im/v1/messages?receive_id_type=...     create; ``data`` = the message
     POST  /open-apis/im/v1/messages/{id}/reply              reply; sets root/parent/thread
-    PATCH /open-apis/im/v1/messages/{id}                    interactive cards only (230054)
+    PATCH /open-apis/im/v1/messages/{id}                    interactive cards only (230054);
+          older than ``edit_window_s`` (14 days) answers 230031
     GET   /open-apis/im/v1/messages/{id}                    ``data.items[0]`` = the message
+    POST  /open-apis/cardkit/v1/cards                       create a card entity; ``data.card_id``
+    PUT   /open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content   stream text
+    PATCH /open-apis/cardkit/v1/cards/{card_id}/settings    ``config`` (streaming_mode, summary)
+    PUT   /open-apis/cardkit/v1/cards/{card_id}             replace the whole card
     Every route but the token one wants ``Authorization: Bearer <valid token>``: missing
     answers 99991661, unknown/expired/revoked 99991663 (HTTP 400). Unknown routes get
     aiohttp's plain-text 404, as a real gateway answers with a non-JSON page.
@@ -36,6 +41,38 @@ Messages
     ``add_message(...)`` or ``add_event_message(envelope)`` (an envelope from
     ``fakes.feishu_push.message_event``) to get their chat and thread right.
 
+CardKit (research/lark-sdk.md §2.5, §3 rows 10-13)
+    Create takes ``{"type": "card_json", "data": "<card JSON>"}`` and checks, in order:
+    valid JSON (200220), not empty (300307), ≤ ``card_size_limit`` bytes (30 KB, 200860),
+    ``schema == "2.0"`` (300303), ``config.update_multi`` not false (300302), ≤ 200
+    components (dicts with a ``tag`` under ``body``; 300305), unique ``element_id`` values
+    (300301). Card ids look like Feishu's (``"7355..."``). Streaming is on when the card's
+    ``config.streaming_mode`` is true, at creation or later through settings or update.
+    Content, settings and update ("card ops") check, in order: the card exists (200740);
+    the per-card rate limit (230020); the body; a ``uuid`` already used on this card for
+    the same op and body answers success and changes nothing (another body: 200770);
+    then per op:
+      content   the element exists (300313) and is ``markdown``/``plain_text`` (300310);
+                streaming is on (300309), and not older than ``stream_timeout_s`` (600 s;
+                past it: 200850 once, then 300309); ``sequence`` > the card's last (300317);
+                content is a string of 1..100000 characters (99992402).
+      settings  ``settings`` is a JSON object string (99992402); ``sequence`` (300317);
+                ``config`` keys are merged into the card's config (``streaming_mode``,
+                ``summary``, ...); other top-level keys than ``config``/``card_link`` are
+                ignored, like Feishu ignores a bare ``{"streaming_mode": false}``.
+      update    ``{"card": {"type": "card_json", "data": str}}``, ``sequence`` (300317), then
+                create's checks; the new card replaces the old, its config included.
+    A refused op changes nothing (``last_sequence`` included). Sending an entity:
+    create/reply with ``msg_type: "interactive"`` and content
+    ``{"type": "card", "data": {"card_id": ...}}``. An unknown card or one already sent
+    answers 230099 (a resend with the same message ``uuid`` returns the first message).
+    Rate limit: a card op is refused with 230020 when ``card_ops_limit`` (10) ops were
+    already admitted on that card within the last ``card_ops_window_s`` (1.0) seconds of
+    ``clock`` (admitted = not refused by this limit; failures for other reasons count).
+    Card times use ``clock``, ``time.monotonic`` unless given (``FakeFeishu(clock=...)``
+    or set the attribute), so tests step time instead of sleeping. Tokens and message
+    timestamps keep the real clocks.
+
 Inspection
     ``requests``        every request, in order (:class:`RecordedRequest`: method, path,
                         query, headers (case-insensitive), body bytes, json, peer address)
@@ -44,6 +81,17 @@ Inspection
                         (decoded JSON), uuid, reply_in_thread, history of patched contents)
     ``message_by_id``   every message the fake knows, seeded ones included
     ``count(method, path_regex)``, ``token_requests``
+    ``cards``           card_id → :class:`FakeCard`: ``card`` (the current card JSON, element
+                        contents updated by content PUTs), ``last_sequence``,
+                        ``streaming_mode``, ``summary``, ``message_id`` it was sent in,
+                        ``timeline`` (:class:`CardOp`: time, op, sequence, element_id, text,
+                        code; every op that reached the card, refused ones included), and
+                        ``settings_history`` (each settings object as sent)
+    ``card_text(card_id, element_id)``   the element's current text
+    ``max_ops_per_second(card_id)``      the most card ops (content/settings/update, refused
+                                         ones included) in any ``card_ops_window_s`` window
+    ``rate_limited``    the card ops refused with 230020, in order
+    A sent card message has ``card_id`` set (:class:`FakeMessage`).
 
 Faults and delays
     ``fail(method, path_regex, code, *, http_status=400, msg=None, times=1, delay=0.0,
@@ -54,7 +102,9 @@ Faults and delays
     (a gateway's 502 page). ``slow(method, path_regex, seconds, times=None)`` delays
     matching requests, which are then answered normally. ``method`` may be ``"*"``;
     ``path_regex`` is searched in the path (no query). Faults are checked before the
-    token, as a gateway would.
+    token, as a gateway would, and work on every route, e.g.
+    ``fail("PUT", r"/elements/.+/content$", 230020)``. An injected fault leaves no
+    trace on the card (its timeline and sequence are untouched).
 
 Extending (CardKit and more)
     Add a handler method, register it in ``_routes()``, read the parsed body from
@@ -72,7 +122,7 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -96,6 +146,11 @@ MSG_TYPES = (
 )
 # Content limits in bytes, per msg_type (Feishu: text 150 KB, post and cards 30 KB).
 CONTENT_LIMITS = {"text": 150 * 1024, "post": 30 * 1024, "interactive": 30 * 1024}
+CARD_ROUTE = "/open-apis/cardkit/v1/cards/{card_id}"
+STREAMABLE_TAGS = ("markdown", "plain_text")
+CARD_OPS = ("content", "settings", "update")  # the ops the per-card rate limit counts
+MAX_CARD_COMPONENTS = 200
+MAX_STREAM_CONTENT = 100_000
 
 DEFAULT_MSGS = {
     10003: "invalid param",
@@ -108,7 +163,11 @@ DEFAULT_MSGS = {
     99991672: "Access denied. One of the following scopes is required: "
     "[im:message, im:message:send_as_bot].",
     99992402: "field validation failed",
+    200220: "card json is invalid",
+    200740: "card not found",
+    200770: "uuid conflict",
     200850: "card streaming timeout",
+    200860: "card content exceeds the size limit",
     230001: "Your request contains an invalid request parameter.",
     230011: "The message was withdrawn.",
     230020: "This operation triggers the frequency limit.",
@@ -118,7 +177,14 @@ DEFAULT_MSGS = {
     230099: "Failed to create card content.",
     230110: "Action unavailable as the message has been deleted.",
     231003: "The message is not found, maybe not exist or deleted.",
+    300301: "duplicate element_id",
+    300302: "update_multi must be true",
+    300303: "card schema must be 2.0",
+    300305: "too many card components",
+    300307: "card content is empty",
     300309: "streaming mode is closed",
+    300310: "element type does not support streaming content",
+    300313: "element not found",
     300317: "sequence number compare failed",
 }
 
@@ -167,6 +233,7 @@ class FakeMessage:
     updated: bool = False
     update_time_ms: int = 0
     history: list[Any] = field(default_factory=list)  # contents before each patch
+    card_id: str | None = None  # set when the message carries a CardKit card entity
 
     def to_wire(self) -> dict[str, Any]:
         """The message object of Feishu's IM API (empty ids left out, times as strings)."""
@@ -192,6 +259,45 @@ class FakeMessage:
             if getattr(self, name):
                 wire[name] = getattr(self, name)
         return wire
+
+
+@dataclass
+class CardOp:
+    """One operation on a card entity, as the fake saw it."""
+
+    time: float  # FakeFeishu.clock()
+    op: str  # "create", "send", "content", "settings" or "update"
+    sequence: int | None = None
+    element_id: str | None = None
+    text: str | None = None  # content: the element text; settings/update: the JSON sent
+    code: int = 0  # 0 when applied, else the error code answered
+    duplicate: bool = False  # a uuid resend, answered without effect
+
+
+@dataclass
+class FakeCard:
+    card_id: str
+    card: dict[str, Any]  # the current card JSON
+    created_at: float
+    last_sequence: int = 0
+    streaming_mode: bool = False
+    streaming_since: float | None = None
+    message_id: str | None = None  # the message it was sent in
+    timeline: list[CardOp] = field(default_factory=list)
+    settings_history: list[dict[str, Any]] = field(default_factory=list)
+    uuids: dict[tuple[str, str], str] = field(default_factory=dict)  # (op, uuid) -> body
+
+    @property
+    def summary(self) -> str | None:
+        summary = (self.card.get("config") or {}).get("summary")
+        return summary.get("content") if isinstance(summary, dict) else None
+
+    def element(self, element_id: str) -> dict[str, Any] | None:
+        return next((n for n in _walk(self.card) if n.get("element_id") == element_id), None)
+
+    def set_streaming(self, on: bool, now: float) -> None:
+        self.streaming_mode = on
+        self.streaming_since = now if on else None
 
 
 @dataclass
@@ -223,6 +329,8 @@ class FakeFeishu:
         app_secret: str = "secret",
         bot_open_id: str = "ou_bot",
         bot_name: str = "larkgate",
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app_id = app_id
         self.app_secret = app_secret
@@ -232,11 +340,20 @@ class FakeFeishu:
         self.token_reissue_below = 1800.0
         self.strict = False
         self.default_chat_id = "oc_fake_chat"
+        self.edit_window_s = 14 * 24 * 3600.0
+        self.clock = clock  # card timings only
+        self.card_ops_limit = 10
+        self.card_ops_window_s = 1.0
+        self.stream_timeout_s: float | None = 600.0
+        self.card_size_limit = 30 * 1024
 
         self.requests: list[RecordedRequest] = []
         self.sent: list[FakeMessage] = []
         self.message_by_id: dict[str, FakeMessage] = {}
         self._by_uuid: dict[str, FakeMessage] = {}
+        self.cards: dict[str, FakeCard] = {}
+        self.rate_limited: list[CardOp] = []
+        self._card_ids = itertools.count(7355372766134157313)
         self._tokens: dict[str, float] = {}  # token -> expiry (time.monotonic)
         self._current_token: str | None = None
         self._faults: list[_Rule] = []
@@ -286,6 +403,10 @@ class FakeFeishu:
             ("POST", "/open-apis/im/v1/messages/{message_id}/reply", self._reply_message),
             ("PATCH", "/open-apis/im/v1/messages/{message_id}", self._patch_message),
             ("GET", "/open-apis/im/v1/messages/{message_id}", self._get_message),
+            ("POST", "/open-apis/cardkit/v1/cards", self._create_card),
+            ("PUT", CARD_ROUTE + "/elements/{element_id}/content", self._card_content),
+            ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
+            ("PUT", CARD_ROUTE, self._update_card),
         ]
 
     # -- test controls --------------------------------------------------------------
@@ -339,8 +460,12 @@ class FakeFeishu:
         root_id: str | None = None,
         parent_id: str | None = None,
         thread_id: str | None = None,
+        create_time_ms: int | None = None,
     ) -> FakeMessage:
-        """Seed a message a user sent, so replies to it land in the right chat and topic."""
+        """Seed a message a user sent, so replies to it land in the right chat and topic.
+
+        ``create_time_ms`` (epoch ms, default now) makes an old message, e.g. for 230031.
+        """
         message = FakeMessage(
             message_id=message_id,
             chat_id=chat_id,
@@ -349,7 +474,7 @@ class FakeFeishu:
             content={"text": ""} if content is None else content,
             sender_id=sender_open_id,
             sender_type="user",
-            create_time_ms=_now_ms(),
+            create_time_ms=_now_ms() if create_time_ms is None else create_time_ms,
             root_id=root_id,
             parent_id=parent_id,
             thread_id=thread_id,
@@ -384,6 +509,23 @@ class FakeFeishu:
     @property
     def token_requests(self) -> int:
         return self.count("POST", re.escape(TOKEN_PATH))
+
+    def card_text(self, card_id: str, element_id: str) -> str:
+        """The current text of an element of a card entity (KeyError if there is none)."""
+        element = self.cards[card_id].element(element_id)
+        if element is None:
+            raise KeyError(f"card {card_id} has no element {element_id!r}")
+        return str(element.get("content", ""))
+
+    def max_ops_per_second(self, card_id: str) -> int:
+        """The most card ops on ``card_id`` that fell within one ``card_ops_window_s``."""
+        times = sorted(op.time for op in self.cards[card_id].timeline if op.op in CARD_OPS)
+        best, start = 0, 0
+        for end, now in enumerate(times):
+            while times[start] <= now - self.card_ops_window_s:
+                start += 1
+            best = max(best, end - start + 1)
+        return best
 
     # -- middleware: record, faults, auth ---------------------------------------------
 
@@ -507,8 +649,10 @@ class FakeFeishu:
         if (earlier := self._by_uuid.get(body.get("uuid") or "")) is not None:
             return self._ok(earlier.to_wire())
         msg_type, content = _message_content(body)
+        card = self._card_to_send(msg_type, content)
         chat_id = receive_id if id_type == "chat_id" else f"oc_p2p_{receive_id}"
         message = self._new_message(chat_id, msg_type, content, uuid=body.get("uuid"))
+        self._mark_sent(card, message)
         return self._ok(message.to_wire())
 
     async def _reply_message(self, request: web.Request) -> web.Response:
@@ -517,6 +661,7 @@ class FakeFeishu:
         if (earlier := self._by_uuid.get(body.get("uuid") or "")) is not None:
             return self._ok(earlier.to_wire())
         msg_type, content = _message_content(body)
+        card = self._card_to_send(msg_type, content)
         in_thread = bool(body.get("reply_in_thread"))
         root_id = parent.root_id or parent.message_id
         thread_id = parent.thread_id
@@ -536,12 +681,15 @@ class FakeFeishu:
             reply_in_thread=in_thread,
             chat_type=parent.chat_type,
         )
+        self._mark_sent(card, message)
         return self._ok(message.to_wire())
 
     async def _patch_message(self, request: web.Request) -> web.Response:
         message = self._target(request.match_info["message_id"], create=False)
         if message.msg_type != "interactive":
             raise FakeError(230054)
+        if _now_ms() - message.create_time_ms > self.edit_window_s * 1000:
+            raise FakeError(230031)
         body = _body(request)
         _, content = _message_content({"msg_type": "interactive", "content": body.get("content")})
         message.history.append(message.content)
@@ -553,6 +701,172 @@ class FakeFeishu:
     async def _get_message(self, request: web.Request) -> web.Response:
         message = self._target(request.match_info["message_id"], create=False)
         return self._ok({"items": [message.to_wire()]})
+
+    async def _create_card(self, request: web.Request) -> web.Response:
+        body = _body(request)
+        if body.get("type") != "card_json":
+            raise FakeError(99992402, "field validation failed: type (the fake knows card_json)")
+        card = self._parse_card(body.get("data"))
+        now = self.clock()
+        entity = FakeCard(card_id=str(next(self._card_ids)), card=card, created_at=now)
+        entity.set_streaming(_streaming_in(card), now)
+        entity.timeline.append(CardOp(now, "create", text=body["data"]))
+        self.cards[entity.card_id] = entity
+        return self._ok({"card_id": entity.card_id})
+
+    async def _card_content(self, request: web.Request) -> web.Response:
+        element_id = request.match_info["element_id"]
+
+        def apply(card: FakeCard, body: dict[str, Any], op: CardOp) -> None:
+            element = card.element(element_id)
+            if element is None:
+                raise FakeError(300313)
+            if element.get("tag") not in STREAMABLE_TAGS:
+                raise FakeError(300310)
+            self._check_streaming(card, op.time)
+            sequence = _next_sequence(card, body)
+            content = body.get("content")
+            if not isinstance(content, str) or not 1 <= len(content) <= MAX_STREAM_CONTENT:
+                raise FakeError(99992402, "field validation failed: content")
+            op.text = content
+            element["content"] = content
+            card.last_sequence = sequence
+
+        return await self._card_op(request, "content", apply, element_id=element_id)
+
+    async def _card_settings(self, request: web.Request) -> web.Response:
+        def apply(card: FakeCard, body: dict[str, Any], op: CardOp) -> None:
+            raw = body.get("settings")
+            settings = _parse_json(raw.encode()) if isinstance(raw, str) else None
+            if not isinstance(settings, dict):
+                raise FakeError(99992402, "field validation failed: settings")
+            config = settings.get("config")
+            if config is not None and not isinstance(config, dict):
+                raise FakeError(99992402, "field validation failed: settings.config")
+            sequence = _next_sequence(card, body)
+            op.text = raw
+            if config and config.get("update_multi") is False:
+                raise FakeError(300302)
+            card.settings_history.append(settings)
+            if config:
+                card.card.setdefault("config", {}).update(config)
+                if "streaming_mode" in config:
+                    card.set_streaming(config["streaming_mode"] is True, op.time)
+            if isinstance(settings.get("card_link"), dict):
+                card.card["card_link"] = settings["card_link"]
+            card.last_sequence = sequence
+
+        return await self._card_op(request, "settings", apply)
+
+    async def _update_card(self, request: web.Request) -> web.Response:
+        def apply(card: FakeCard, body: dict[str, Any], op: CardOp) -> None:
+            wrapper = body.get("card")
+            if not isinstance(wrapper, dict) or wrapper.get("type") != "card_json":
+                raise FakeError(99992402, "field validation failed: card")
+            sequence = _next_sequence(card, body)
+            op.text = wrapper.get("data")
+            card.card = self._parse_card(wrapper.get("data"))
+            card.set_streaming(_streaming_in(card.card), op.time)
+            card.last_sequence = sequence
+
+        return await self._card_op(request, "update", apply)
+
+    async def _card_op(
+        self,
+        request: web.Request,
+        name: str,
+        apply: Callable[[FakeCard, dict[str, Any], CardOp], None],
+        *,
+        element_id: str | None = None,
+    ) -> web.Response:
+        """The checks every card op shares; ``apply`` does the rest and records its text."""
+        card = self.cards.get(request.match_info["card_id"])
+        if card is None:
+            raise FakeError(200740)
+        op = CardOp(self.clock(), name, element_id=element_id)
+        try:
+            if self._admitted_ops(card, op.time) >= self.card_ops_limit:
+                self.rate_limited.append(op)
+                raise FakeError(230020)
+            body = _body(request)
+            if isinstance(body.get("sequence"), int):
+                op.sequence = body["sequence"]
+            uuid = body.get("uuid")
+            key = (name, uuid) if isinstance(uuid, str) and uuid else None
+            fingerprint = json.dumps(body, sort_keys=True)
+            if key is not None and key in card.uuids:
+                if card.uuids[key] != fingerprint:
+                    raise FakeError(200770)
+                op.duplicate = True
+                return self._ok({})
+            apply(card, body, op)
+            if key is not None:
+                card.uuids[key] = fingerprint
+        except FakeError as exc:
+            op.code = exc.code
+            raise
+        finally:
+            card.timeline.append(op)
+        return self._ok({})
+
+    def _admitted_ops(self, card: FakeCard, now: float) -> int:
+        since = now - self.card_ops_window_s
+        return sum(
+            1
+            for op in card.timeline
+            if op.op in CARD_OPS and op.code != 230020 and since < op.time <= now
+        )
+
+    def _check_streaming(self, card: FakeCard, now: float) -> None:
+        if not card.streaming_mode:
+            raise FakeError(300309)
+        since = card.streaming_since if card.streaming_since is not None else now
+        if self.stream_timeout_s is not None and now - since >= self.stream_timeout_s:
+            card.set_streaming(False, now)  # Feishu closes it; later updates get 300309
+            raise FakeError(200850)
+
+    def _parse_card(self, data: Any) -> dict[str, Any]:
+        """A card JSON string checked as Feishu's create does (see the module doc)."""
+        if not isinstance(data, str):
+            raise FakeError(99992402, "field validation failed: data must be a string")
+        if not data.strip():
+            raise FakeError(300307)
+        card = _parse_json(data.encode())
+        if not isinstance(card, dict):
+            raise FakeError(200220)
+        if not card:
+            raise FakeError(300307)
+        if len(data.encode()) > self.card_size_limit:
+            raise FakeError(200860)
+        if card.get("schema") != "2.0":
+            raise FakeError(300303)
+        if (card.get("config") or {}).get("update_multi") is False:
+            raise FakeError(300302)
+        if sum(1 for node in _walk(card.get("body")) if "tag" in node) > MAX_CARD_COMPONENTS:
+            raise FakeError(300305)
+        ids = [node["element_id"] for node in _walk(card) if "element_id" in node]
+        if len(ids) != len(set(ids)):
+            raise FakeError(300301)
+        return card
+
+    def _card_to_send(self, msg_type: str, content: Any) -> FakeCard | None:
+        """The card entity an interactive message carries (230099 if unknown or sent)."""
+        if msg_type != "interactive" or content.get("type") != "card":
+            return None
+        data = content.get("data")
+        card_id = data.get("card_id") if isinstance(data, dict) else None
+        card = self.cards.get(card_id) if isinstance(card_id, str) else None
+        if card is None:
+            raise FakeError(230099, f"fake: unknown card_id {card_id!r}")
+        if card.message_id is not None:
+            raise FakeError(230099, f"fake: card {card_id} was already sent")
+        return card
+
+    def _mark_sent(self, card: FakeCard | None, message: FakeMessage) -> None:
+        if card is not None:
+            card.message_id = message.message_id
+            message.card_id = card.card_id
+            card.timeline.append(CardOp(self.clock(), "send", text=message.message_id))
 
     # -- state helpers --------------------------------------------------------------
 
@@ -610,6 +924,31 @@ def _message_content(body: Mapping[str, Any]) -> tuple[str, Any]:
     if len(raw.encode()) > CONTENT_LIMITS.get(msg_type, 150 * 1024):
         raise FakeError(230025)
     return msg_type, content
+
+
+def _next_sequence(card: FakeCard, body: Mapping[str, Any]) -> int:
+    sequence = body.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise FakeError(99992402, "field validation failed: sequence")
+    if sequence <= card.last_sequence:
+        raise FakeError(300317)
+    return sequence
+
+
+def _streaming_in(card: Mapping[str, Any]) -> bool:
+    config = card.get("config")
+    return isinstance(config, dict) and config.get("streaming_mode") is True
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in ``node``, depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
 
 
 def _parse_json(raw: bytes) -> Any:
