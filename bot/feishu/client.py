@@ -45,33 +45,25 @@ import lark_oapi as lark
 from lark_oapi.api.auth.v3 import (
     InternalTenantAccessTokenRequest,
     InternalTenantAccessTokenRequestBody,
-    InternalTenantAccessTokenResponse,
 )
 from lark_oapi.api.cardkit.v1 import (
     Card,
     ContentCardElementRequest,
     ContentCardElementRequestBody,
-    ContentCardElementResponse,
     CreateCardRequest,
     CreateCardRequestBody,
-    CreateCardResponse,
     SettingsCardRequest,
     SettingsCardRequestBody,
-    SettingsCardResponse,
     UpdateCardRequest,
     UpdateCardRequestBody,
-    UpdateCardResponse,
 )
 from lark_oapi.api.im.v1 import (
     CreateMessageRequest,
     CreateMessageRequestBody,
-    CreateMessageResponse,
     PatchMessageRequest,
     PatchMessageRequestBody,
-    PatchMessageResponse,
     ReplyMessageRequest,
     ReplyMessageRequestBody,
-    ReplyMessageResponse,
 )
 from lark_oapi.core.exception import UnmarshalException
 
@@ -193,10 +185,10 @@ class FeishuClient:
             request = (
                 ReplyMessageRequest.builder().message_id(message_id).request_body(body.build())
             ).build()
-            return self.transport.send(request, option, ReplyMessageResponse)
+            return self.transport.send_raw_response(request, option)
 
-        response, _ = await self._call("im.message.reply", send)
-        return self._sent_message("im.message.reply", response.data)
+        _, body = await self._call("im.message.reply", send)
+        return self._sent_message("im.message.reply", body.get("data"))
 
     async def send_message(
         self,
@@ -224,10 +216,10 @@ class FeishuClient:
                 .request_body(body.build())
                 .build()
             )
-            return self.transport.send(request, option, CreateMessageResponse)
+            return self.transport.send_raw_response(request, option)
 
-        response, _ = await self._call("im.message.create", send)
-        return self._sent_message("im.message.create", response.data)
+        _, body = await self._call("im.message.create", send)
+        return self._sent_message("im.message.create", body.get("data"))
 
     async def patch_message(self, message_id: str, content: str) -> None:
         """Replace the content of an interactive card message (``content``: card JSON)."""
@@ -235,7 +227,7 @@ class FeishuClient:
         def send(option: lark.RequestOption) -> Awaitable[Any]:
             body = PatchMessageRequestBody.builder().content(content).build()
             request = PatchMessageRequest.builder().message_id(message_id).request_body(body)
-            return self.transport.send(request.build(), option, PatchMessageResponse)
+            return self.transport.send_raw_response(request.build(), option)
 
         await self._call("im.message.patch", send)
 
@@ -249,8 +241,9 @@ class FeishuClient:
         """
         body = CreateCardRequestBody.builder().type("card_json").data(_card_json(card)).build()
         request = CreateCardRequest.builder().request_body(body).build()
-        response, _ = await self._request("cardkit.card.create", request, CreateCardResponse)
-        card_id = getattr(response.data, "card_id", None)
+        _, body = await self._request("cardkit.card.create", request)
+        data = body.get("data")
+        card_id = data.get("card_id") if isinstance(data, dict) else None
         if not isinstance(card_id, str) or not card_id:
             raise self._malformed("cardkit.card.create", "no card_id in the answer")
         return card_id
@@ -280,7 +273,7 @@ class FeishuClient:
             .request_body(body.build())
             .build()
         )
-        await self._request("cardkit.element.content", request, ContentCardElementResponse)
+        await self._request("cardkit.element.content", request)
 
     async def update_card_settings(
         self,
@@ -301,7 +294,7 @@ class FeishuClient:
         if uuid:
             body.uuid(uuid)
         request = SettingsCardRequest.builder().card_id(card_id).request_body(body.build())
-        await self._request("cardkit.card.settings", request.build(), SettingsCardResponse)
+        await self._request("cardkit.card.settings", request.build())
 
     async def update_card(
         self,
@@ -320,7 +313,7 @@ class FeishuClient:
         if uuid:
             body.uuid(uuid)
         request = UpdateCardRequest.builder().card_id(card_id).request_body(body.build())
-        await self._request("cardkit.card.update", request.build(), UpdateCardResponse)
+        await self._request("cardkit.card.update", request.build())
 
     async def reply_card_entity(
         self,
@@ -342,12 +335,12 @@ class FeishuClient:
     # -- plumbing -------------------------------------------------------------------
 
     async def _request(
-        self, endpoint: str, request: lark.BaseRequest, response_type: type[Any]
+        self, endpoint: str, request: lark.BaseRequest
     ) -> tuple[Any, dict[str, Any]]:
         """``_call`` for a request built once (the token travels in the option)."""
 
         def send(option: lark.RequestOption) -> Awaitable[Any]:
-            return self.transport.send(request, option, response_type)
+            return self.transport.send_raw_response(request, option)
 
         return await self._call(endpoint, send)
 
@@ -391,7 +384,7 @@ class FeishuClient:
         request = InternalTenantAccessTokenRequest.builder().request_body(credentials).build()
 
         def send(option: lark.RequestOption) -> Awaitable[Any]:
-            return self.transport.send(request, option, InternalTenantAccessTokenResponse)
+            return self.transport.send_raw_response(request, option)
 
         try:
             _, body = await self._send(endpoint, send, lark.RequestOption())
@@ -431,13 +424,13 @@ class FeishuClient:
         return error
 
     def _sent_message(self, endpoint: str, data: Any) -> SentMessage:
-        if data is None or not getattr(data, "message_id", None):
+        if not isinstance(data, dict) or not isinstance(data.get("message_id"), str):
             raise self._malformed(endpoint, "no message in the answer")
         return SentMessage(
-            message_id=data.message_id,
-            chat_id=data.chat_id or "",
-            root_id=data.root_id or None,
-            thread_id=data.thread_id or None,
+            message_id=data["message_id"],
+            chat_id=str(data.get("chat_id") or ""),
+            root_id=data.get("root_id") or None,
+            thread_id=data.get("thread_id") or None,
         )
 
     def _redact(self, text: str) -> str:

@@ -4,9 +4,9 @@
 
     FeishuError(code, msg, log_id, endpoint)        any failure; unknown codes stay this class
     ├── FeishuRateLimited       230020, 99991400, or HTTP 429           retryable, later
-    ├── FeishuTooLarge          230025                                  shrink or split
-    ├── FeishuCardInvalid       230099, 11310                           degrade the card
-    ├── FeishuMessageGone       230011, 231003, 230110                  recalled/deleted: stop
+    ├── FeishuTooLarge          230025, 200860                          shrink or split
+    ├── FeishuCardInvalid       230099, 11310, 3003xx, 200220           degrade the card
+    ├── FeishuMessageGone       230011, 231003, 230110, 200740, 200750  recalled/deleted: stop
     ├── FeishuEditWindowClosed  230031                                  too old to edit
     ├── FeishuSequenceError     300317                                  CardKit sequence
     ├── FeishuStreamingClosed   300309, 200850                          streaming mode ended
@@ -110,11 +110,20 @@ _BY_CODE: dict[int, type[FeishuError]] = {
     230020: FeishuRateLimited,
     99991400: FeishuRateLimited,
     230025: FeishuTooLarge,
+    200860: FeishuTooLarge,  # CardKit: card JSON over 30 KB
     230099: FeishuCardInvalid,
     11310: FeishuCardInvalid,
+    200220: FeishuCardInvalid,  # CardKit: card JSON does not parse
+    300301: FeishuCardInvalid,  # duplicate element_id
+    300302: FeishuCardInvalid,  # update_multi must be true
+    300303: FeishuCardInvalid,  # not a schema 2.0 card
+    300305: FeishuCardInvalid,  # too many components
+    300307: FeishuCardInvalid,  # empty card
     230011: FeishuMessageGone,
     231003: FeishuMessageGone,
     230110: FeishuMessageGone,
+    200740: FeishuMessageGone,  # CardKit: the card entity does not exist
+    200750: FeishuMessageGone,  # CardKit: the card entity expired (14 days)
     230031: FeishuEditWindowClosed,
     300317: FeishuSequenceError,
     300309: FeishuStreamingClosed,
