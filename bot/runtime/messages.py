@@ -87,7 +87,8 @@ class MessageHandler:
             await self._command(command, parsed, key)
             return
         if not parsed.text.strip():
-            await self._notice(parsed, texts.UNSUPPORTED_ONLY)
+            # Only a mention, or a message type we cannot read.
+            await self._notice(parsed, texts.UNSUPPORTED_ONLY if parsed.attachments else texts.HELP)
             return
         job = Job(key, parsed.message_id, parsed.text, run=self._turns.runner_for(parsed, key))
         outcome = self._workers.submit(job)

@@ -109,6 +109,8 @@ class TurnRunner:
             deps=context,
             run_id=run_id,
         )
+        # The agent reads no more interrupts: later messages start the next turn.
+        turn.close()
         answer = await self._answer(agent, query, result)
         reply_ids: list[str] = []
         if answer is not None:
