@@ -22,6 +22,7 @@ from aiohttp import web
 from bot.config import Settings
 from bot.conversations import ConversationWorkers
 from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool
+from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import Rejected, parse_card_action
 from bot.feishu.routes import card_handler, events_handler
@@ -129,7 +130,12 @@ def _lifecycle(
             ledger=ledger,
             conversations=conversations,
             journal=TurnJournal(database, clock=clock),
-            replies=replies,
+            live_reply=lambda message: LiveReply(
+                feishu,
+                message_id=message.message_id,
+                in_thread=bool(message.thread_id),
+                uuid_seed=message.message_id,
+            ),
             in_flight=in_flight,
             owner=me,
             history_messages=runtime.history_messages,

@@ -81,27 +81,37 @@ def _hard_wrap(line: str, width: int) -> list[str]:
 
 
 def _limit_tables(chunks: list[str]) -> list[str]:
-    """Keep the first TABLES_PER_CARD tables; later ones become preformatted text."""
-    seen = 0
+    """Keep the first TABLES_PER_CARD tables of a card; later ones become preformatted."""
     out = []
+    seen = 0
     for chunk in chunks:
-        lines = chunk.split("\n")
-        result: list[str] = []
-        i = 0
-        while i < len(lines):
-            if _starts_table(lines, i):
-                end = i + 2
-                while end < len(lines) and _TABLE_ROW.match(lines[end]):
-                    end += 1
-                seen += 1
-                table = lines[i:end]
-                result.extend(table if seen <= TABLES_PER_CARD else ["```", *table, "```"])
-                i = end
-            else:
-                result.append(lines[i])
-                i += 1
-        out.append("\n".join(result))
+        text, seen = _degrade_tables(chunk, TABLES_PER_CARD, seen)
+        out.append(text)
     return out
+
+
+def limit_tables(text: str, limit: int) -> str:
+    """``text`` with every table after the first ``limit`` shown as preformatted text."""
+    return _degrade_tables(text, limit, 0)[0]
+
+
+def _degrade_tables(text: str, limit: int, seen: int) -> tuple[str, int]:
+    lines = text.split("\n")
+    result: list[str] = []
+    i = 0
+    while i < len(lines):
+        if _starts_table(lines, i):
+            end = i + 2
+            while end < len(lines) and _TABLE_ROW.match(lines[end]):
+                end += 1
+            seen += 1
+            table = lines[i:end]
+            result.extend(table if seen <= limit else ["```", *table, "```"])
+            i = end
+        else:
+            result.append(lines[i])
+            i += 1
+    return "\n".join(result), seen
 
 
 def _starts_table(lines: list[str], i: int) -> bool:

@@ -12,6 +12,7 @@ HELP = """\
 - `/help` shows this message."""
 
 STOPPED = "Stopped the reply in progress."
+STOPPED_CARD = "_Stopped._"
 NOTHING_TO_STOP = "Nothing is running right now."
 RESET = "Started a new conversation: earlier messages are forgotten."
 UNSUPPORTED_ONLY = (

@@ -16,16 +16,19 @@ from dataclasses import dataclass
 
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, Message, ReActAgent
+from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.events import InboundMessage
 from bot.store import ConversationStore, FinishedTurn, HistoryEntry, MessageLedger, TurnJournal
 
 from . import texts
 from .intake import InFlight
-from .replies import ReplyFailed, ReplySender, ReplyTarget
+from .live import LiveAnswer
 
 logger = logging.getLogger(__name__)
 
 AgentFactory = Callable[[], ReActAgent]
+# Makes the live card writer for the reply to a message.
+LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class TurnRunner:
         ledger: MessageLedger,
         conversations: ConversationStore,
         journal: TurnJournal,
-        replies: ReplySender,
+        live_reply: LiveReplyFactory,
         in_flight: InFlight,
         owner: str,
         history_messages: int,
@@ -65,7 +68,7 @@ class TurnRunner:
         self._conversations = conversations
         self._journal = journal
         self._clock = clock
-        self._replies = replies
+        self._live_reply = live_reply
         self._in_flight = in_flight
         self._owner = owner
         self._history_messages = history_messages
@@ -102,25 +105,29 @@ class TurnRunner:
             message.sender_open_id,
             message.thread_id,
         )
+        live = LiveAnswer(self._live_reply(message))
         result = await agent.run(
             query,
             history=[Message(h.role, h.content, kind="history") for h in loaded.history],  # type: ignore[arg-type]
             interrupt_queue=turn.interrupts,
+            on_event=live.on_event,
             deps=context,
             run_id=run_id,
         )
         # The agent reads no more interrupts: later messages start the next turn.
         turn.close()
-        answer = await self._answer(agent, query, result)
-        reply_ids: list[str] = []
-        if answer is not None:
-            target = ReplyTarget(message.message_id, in_thread=bool(message.thread_id))
-            try:
-                footer = _footer(result) if result.status != "error" else None
-                sent = await self._replies.answer(target, answer, footer=footer)
-                reply_ids = [s.message_id for s in sent]
-            except ReplyFailed:
-                pass  # logged with its reason by the sender
+        answer, outcome = await self._answer(agent, query, result, live, started_at)
+        reply_ids = outcome.message_ids if outcome else []
+        calls = outcome.calls if outcome else 0
+        logger.info(
+            "run %s for %s: %s, %d iterations, %d tokens, %d Feishu calls for the answer",
+            run_id,
+            message.message_id,
+            result.status,
+            result.iterations,
+            result.total_usage.total_tokens,
+            calls,
+        )
         jobs = (turn.job, *turn.joined)
         entries = [HistoryEntry("user", message.text, message.message_id)]
         entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
@@ -141,7 +148,7 @@ class TurnRunner:
                 completion_tokens=result.total_usage.completion_tokens,
                 total_tokens=result.total_usage.total_tokens,
                 tool_calls=len(result.steps),
-                feishu_calls=len(reply_ids),
+                feishu_calls=calls,
                 error=result.error,
                 started_at=started_at,
                 completed_message_ids=tuple(job.message_id for job in jobs),
@@ -152,22 +159,33 @@ class TurnRunner:
         for job in jobs:
             self._in_flight.done(job.message_id)
 
-    async def _answer(self, agent: ReActAgent, query: str, result: AgentResult) -> str | None:
+    async def _answer(
+        self,
+        agent: ReActAgent,
+        query: str,
+        result: AgentResult,
+        live: LiveAnswer,
+        started_at: float,
+    ) -> tuple[str | None, ReplyOutcome | None]:
+        """Stream the answer into the live card; returns the answer text and the outcome."""
         if result.status == "cancelled":
-            return None  # the /stop reply already says so
+            if not live.started:
+                return None, None  # nothing was shown; the /stop reply says it all
+            live.reply.view.notice = texts.STOPPED_CARD
+            return None, await live.reply.finish()
         if result.status == "error":
             logger.error("run %s ended with an error: %s", result.run_id, result.error)
-            lead = (
-                texts.MODEL_UNAVAILABLE
-                if "model failed" in (result.error or "")
-                else texts.MODEL_FAILED
-            )
-            if not result.steps:
-                return lead
-            found = "\n".join(f"- `{s.tool}`: {_preview(s.observation)}" for s in result.steps[-5:])
-            return f"{lead}\n\n{found}"
-        parts = [delta async for delta in agent.stream_answer(query, result)]
-        return "".join(parts).strip() or result.answer
+            text = _error_text(result)
+            live.add_answer(text)
+            return text, await live.reply.finish()
+        async for delta in agent.stream_answer(query, result):
+            live.add_answer(delta)
+        answer = live.reply.view.answer.strip()
+        if not answer:  # synthesis said nothing at all: show what the run found
+            answer = result.answer
+            live.add_answer(answer)
+        footer = _footer(result, self._clock() - started_at, getattr(agent.llm, "model", ""))
+        return answer, await live.reply.finish(footer)
 
     async def _complete(self, turn: Turn) -> None:
         for job in (turn.job, *turn.joined):
@@ -183,12 +201,24 @@ class TurnRunner:
             self._in_flight.done(job.message_id)
 
 
-def _footer(result: AgentResult) -> str:
+def _footer(result: AgentResult, elapsed: float, model: str) -> str:
     usage = result.total_usage
-    return (
-        f"{result.iterations} step{'s' if result.iterations != 1 else ''} · "
-        f"{usage.total_tokens} tokens · {result.elapsed:.1f} s"
-    )
+    parts = [
+        f"{result.iterations} step{'s' if result.iterations != 1 else ''}",
+        f"{usage.total_tokens} tokens",
+        f"{elapsed:.1f} s",
+    ]
+    if model:
+        parts.append(model)
+    return " · ".join(parts)
+
+
+def _error_text(result: AgentResult) -> str:
+    lead = texts.MODEL_UNAVAILABLE if "model failed" in (result.error or "") else texts.MODEL_FAILED
+    if not result.steps:
+        return lead
+    found = "\n".join(f"- `{s.tool}`: {_preview(s.observation)}" for s in result.steps[-5:])
+    return f"{lead}\n\n{found}"
 
 
 def _preview(text: str, limit: int = 160) -> str:

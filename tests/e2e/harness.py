@@ -108,7 +108,20 @@ class Bot:
 
     async def reply(self, message_id: str, within: float = 10.0) -> str:
         await self.wait_for(lambda: bool(self.replies_to(message_id)), within)
-        return text_of(self.replies_to(message_id)[0])
+        await self.settle_reply(message_id)
+        return text_of(self.replies_to(message_id)[0], self.feishu)
+
+    async def settle_reply(self, message_id: str, within: float = 10.0) -> None:
+        """Wait until the live card for ``message_id`` has stopped streaming."""
+
+        def done() -> bool:
+            for message in self.replies_to(message_id):
+                card = self.feishu.cards.get(message.card_id) if message.card_id else None
+                if card is not None and card.streaming_mode:
+                    return False
+            return True
+
+        await self.wait_for(done, within)
 
     async def settle(self, within: float = 10.0) -> None:
         """Wait until nothing is in flight (every claimed message is finished)."""
@@ -118,12 +131,25 @@ class Bot:
         )
 
 
-def text_of(message: FakeMessage) -> str:
-    """The visible text of a reply: card markdown elements, or a text message."""
+def text_of(message: FakeMessage, feishu: FakeFeishu | None = None) -> str:
+    """The visible text of a reply: a CardKit card entity's elements (read from the fake),
+    an inline card's markdown elements, or a text message."""
     content = message.content
-    if message.msg_type == "interactive":
+    if message.card_id and feishu is not None:
+        content = feishu.cards[message.card_id].card
+    if message.msg_type == "interactive" and "body" in content:
         return "\n".join(e.get("content", "") for e in content["body"]["elements"])
     return str(content.get("text", content))
+
+
+def answer_of(message: FakeMessage, feishu: FakeFeishu) -> str:
+    """Only the answer text of a live card (no steps, no footer)."""
+    card = feishu.cards[message.card_id].card if message.card_id else message.content
+    return "".join(
+        e["content"]
+        for e in card["body"]["elements"]
+        if e["element_id"] == "answer" or e["element_id"].startswith("part_")
+    )
 
 
 @asynccontextmanager

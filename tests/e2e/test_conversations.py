@@ -172,7 +172,7 @@ async def test_long_answers_arrive_as_continuation_cards(tmp_path, feishu, llm_s
         await bot.say("om_long", "tell me everything")
         await bot.wait_for(lambda: len(bot.replies_to("om_long")) > 1)
         await bot.settle()
-        shown = "\n".join(text_of(m) for m in bot.replies_to("om_long"))
+        shown = "\n".join(text_of(m, bot.feishu) for m in bot.replies_to("om_long"))
         for i in range(40):
             assert f"Paragraph {i}." in shown
         uuids = {m.uuid for m in bot.replies_to("om_long")}

@@ -208,6 +208,7 @@ class RecordedRequest:
     body: bytes
     json: Any  # the parsed body, or None when it is empty or not JSON
     peer: tuple[str, int] | None = None  # the client's address: shows connection reuse
+    time: float = 0.0  # time.monotonic() when it arrived
 
 
 _RECORDED = web.RequestKey("recorded", RecordedRequest)
@@ -540,6 +541,7 @@ class FakeFeishu:
             body=raw,
             json=_parse_json(raw),
             peer=request.transport.get_extra_info("peername") if request.transport else None,
+            time=time.monotonic(),
         )
         self.requests.append(recorded)
         request[_RECORDED] = recorded

@@ -1,0 +1,496 @@
+"""Writing one answer into the chat as live card(s), within Feishu's limits, losing nothing.
+
+``LiveReply`` owns a ``LiveView`` that its caller changes (steps, answer text) and
+calls ``touch()``; one pump task per reply sends the latest snapshot, at most one
+request in flight, coalescing everything that changed meanwhile:
+
+- CardKit first: the card entity is created when there is something to show, with
+  that content already in it, and sent as a reply by ``card_id``; then the changed
+  elements are PUT with their full text and a strictly increasing ``sequence``; at
+  the end one card update writes the final text and footer and turns streaming off.
+- Pacing: a first answer token is shown at once (after the per-card minimum gap),
+  later snapshots every ``cadence`` seconds, never more than 10 operations a second
+  on one card. A 230020 skips the frame and slows the cadence down.
+- Long answers continue in further cards before the element limit; a card that
+  cannot be edited any more (streaming closed, edit window over) is left showing what
+  it had, and the rest continues in a new card. Nothing is recalled.
+- Fallbacks: when CardKit is unavailable, a normal card is sent and PATCHed at most
+  every 1.5 s; when that fails too, the answer goes out as plain reply cards.
+
+Every API call is counted in ``calls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .client import FeishuClient
+from .errors import (
+    FeishuCardInvalid,
+    FeishuEditWindowClosed,
+    FeishuError,
+    FeishuMessageGone,
+    FeishuRateLimited,
+    FeishuSequenceError,
+    FeishuStreamingClosed,
+    FeishuTooLarge,
+    FeishuTransportError,
+)
+from .live_card import (
+    WORKING,
+    LiveView,
+    display_answer,
+    final_card,
+    steps_markdown,
+    streaming_card,
+    summary_of,
+)
+from .render import ELEMENT_CHARS, answer_cards
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["cardkit", "patch", "plain", "gone"]
+
+MIN_GAP = 0.1  # 10 operations a second on one card, Feishu's limit
+DEFAULT_CADENCE = 0.25
+PATCH_GAP = 1.5
+MAX_CADENCE = 1.0
+OPS_PER_SECOND = 10
+MAX_FINAL_ROUNDS = 8
+
+
+@dataclass(slots=True)
+class _Card:
+    """One card (or patched message) of the reply and what it shows."""
+
+    index: int
+    offset: int  # where this card's part of the answer starts
+    card_id: str = ""
+    message_id: str = ""
+    sequence: int = 0
+    shown_steps: str | None = None
+    shown_answer: str = ""
+    shown_raw: int = 0  # characters of the answer this card shows
+    with_steps: bool = False
+    last_op: float = -1e9
+    recent_ops: deque[float] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class ReplyOutcome:
+    mode: Mode
+    message_ids: list[str] = field(default_factory=list)
+    calls: int = 0
+
+
+class LiveReply:
+    """Streams one answer as a reply to ``message_id`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: FeishuClient,
+        *,
+        message_id: str,
+        in_thread: bool,
+        uuid_seed: str,
+        cadence: float = DEFAULT_CADENCE,
+        patch_gap: float = PATCH_GAP,
+        element_chars: int = ELEMENT_CHARS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.view = LiveView()
+        self.mode: Mode = "cardkit"
+        self.calls = 0
+        self._client = client
+        self._message_id = message_id
+        self._in_thread = in_thread
+        self._seed = uuid_seed
+        self._cadence = max(cadence, MIN_GAP)
+        self._patch_gap = patch_gap
+        self._element_chars = element_chars
+        self._clock = clock
+        self._sleep = sleep
+        self._cards: list[_Card] = []
+        self._dirty = asyncio.Event()
+        self._urgent = asyncio.Event()
+        self._finishing = False
+        self._degraded = False
+        self._pump: asyncio.Task[None] | None = None
+
+    # -- what the owner calls ----------------------------------------------------------
+
+    def touch(self, *, urgent: bool = False) -> None:
+        """The view changed; ``urgent`` (e.g. the first answer token) skips the cadence."""
+        self._dirty.set()
+        if urgent:
+            self._urgent.set()
+        if self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._run(), name="live-reply")
+
+    async def finish(self, footer: str = "") -> ReplyOutcome:
+        """Write the final state (always closing streaming) and wait until it is out."""
+        self.view.footer = footer
+        self._finishing = True
+        self.touch(urgent=True)
+        assert self._pump is not None
+        await self._pump
+        return ReplyOutcome(
+            self.mode, [c.message_id for c in self._cards if c.message_id], self.calls
+        )
+
+    # -- the pump ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        final_rounds = 0
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            final = self._finishing
+            if final:
+                final_rounds += 1
+                if final_rounds > MAX_FINAL_ROUNDS and self.mode in ("cardkit", "patch"):
+                    logger.warning(
+                        "the answer card for %s keeps failing; sending plain", self._message_id
+                    )
+                    self.mode = "plain"
+            try:
+                await self._sync(final=final)
+            except Exception:  # a bug here must not lose the answer: fall back to plain
+                logger.exception("live reply to %s failed; falling back", self._message_id)
+                if self.mode != "gone":
+                    self.mode = "plain"
+                    self._dirty.set()
+            if final and (not self._dirty.is_set() or self.mode == "gone"):
+                return
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Wait out the cadence since the last operation; an urgent change waits less."""
+        if not self._cards:
+            return
+        gap = self._patch_gap if self.mode == "patch" else self._cadence
+        while True:
+            if self._urgent.is_set():
+                self._urgent.clear()
+                if self.mode != "patch":  # patches keep their gap, even the last one
+                    gap = min(gap, MIN_GAP)
+            delay = gap - (self._clock() - self._cards[-1].last_op)
+            if delay <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._urgent.wait(), timeout=delay)
+            except TimeoutError:
+                return
+
+    async def _sync(self, *, final: bool) -> None:
+        if self.mode == "gone":
+            return
+        if self.mode == "plain":
+            if final:
+                await self._send_plain()
+            return
+        while True:
+            card = self._current_card()
+            if card is None:
+                return  # nothing to show yet
+            part = self.view.answer[card.offset :]
+            if len(part) > self._element_chars:
+                cut = split_point(part, self._element_chars)
+                if not await self._close_card(card, part[:cut], footer=""):
+                    return
+                self._cards.append(_Card(len(self._cards), card.offset + cut))
+                continue
+            if self.mode == "patch":
+                await self._patch(card, part, final=final)
+            else:
+                await self._stream(card, part, final=final)
+            return
+
+    def _current_card(self) -> _Card | None:
+        if self._cards:
+            return self._cards[-1]
+        if not self.view.steps and not self.view.answer and not self._finishing:
+            return None
+        card = _Card(0, 0, with_steps=bool(self.view.steps))
+        self._cards.append(card)
+        return card
+
+    # -- CardKit -----------------------------------------------------------------------
+
+    async def _stream(self, card: _Card, part: str, *, final: bool) -> None:
+        if not card.message_id and (not await self._open(card, part, final=final) or not final):
+            return  # opened with the current content, or to be retried
+        if final:
+            await self._close_card(card, part, footer=self.view.footer)
+            return
+        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        if steps is not None and steps != card.shown_steps:
+            if not await self._op(card, self._put(card, "steps", steps)):
+                return  # skip the rest of this frame; the next one carries it
+            card.shown_steps = steps
+        shown = display_answer(part, final=False)
+        if (
+            part
+            and shown != card.shown_answer
+            and await self._op(card, self._put(card, "answer", shown))
+        ):
+            card.shown_answer, card.shown_raw = shown, len(part)
+
+    async def _open(self, card: _Card, part: str, *, final: bool) -> bool:
+        """Create the card entity with what there is to show, and send it. True when sent."""
+        if not card.card_id:
+            steps = steps_markdown(self.view.steps) if card.with_steps else None
+            shown = display_answer(part, final=final) if part else WORKING
+            summary = "(continued)" if card.index else summary_of(part or self.view.notice)
+            body = streaming_card(steps=steps, answer=shown, summary=summary)
+            try:
+                card.card_id = await self._count(self._client.create_card(body))
+            except (FeishuRateLimited, FeishuTransportError):
+                self._dirty.set()
+                return False
+            except FeishuError as exc:
+                logger.warning("CardKit unavailable (%s); falling back to card patches", exc)
+                self.mode = "patch"
+                self._dirty.set()
+                return False
+            card.shown_steps, card.shown_answer, card.shown_raw = steps, shown, len(part)
+            card.last_op = self._clock()
+        return await self._send_entity(card)
+
+    async def _send_entity(self, card: _Card) -> bool:
+        try:
+            sent = await self._count(
+                self._client.reply_card_entity(
+                    self._message_id,
+                    card.card_id,
+                    uuid=self._uuid("card", card.index),  # a resend shows once
+                    reply_in_thread=self._in_thread,
+                )
+            )
+        except (FeishuRateLimited, FeishuTransportError):
+            self._dirty.set()
+            return False
+        except FeishuMessageGone:
+            logger.info("message %s is gone; not answering it", self._message_id)
+            self.mode = "gone"
+            return False
+        except FeishuError as exc:
+            logger.warning("sending card %s failed (%s); falling back", card.card_id, exc)
+            card.card_id = ""
+            self.mode = "patch"
+            self._dirty.set()
+            return False
+        card.message_id = sent.message_id
+        return True
+
+    def _put(self, card: _Card, element: str, text: str) -> Callable[[int], Awaitable[None]]:
+        def call(sequence: int) -> Awaitable[None]:
+            return self._client.stream_element_content(
+                card.card_id, element, text, sequence=sequence
+            )
+
+        return call
+
+    async def _close_card(self, card: _Card, part: str, *, footer: str) -> bool:
+        """Write ``part`` as the card's final text and turn streaming off."""
+        if self.mode == "patch":
+            return await self._patch(card, part, final=True, footer=footer)
+        if not card.message_id and not await self._open(card, part, final=True):
+            return False
+        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        text = self.view.notice if not self.view.answer and self.view.notice else part
+        body = final_card(
+            steps=steps,
+            answer=display_answer(text, final=True) if text else " ",
+            footer=footer,
+            summary=summary_of(text) if card.index == 0 else "(continued)",
+        )
+
+        def update(sequence: int) -> Awaitable[None]:
+            return self._client.update_card(card.card_id, body, sequence=sequence)
+
+        if await self._op(card, update, closing=True):
+            card.shown_answer, card.shown_raw = text, len(part)
+            return True
+        return False
+
+    async def _op(
+        self,
+        card: _Card,
+        call: Callable[[int], Awaitable[None]],
+        *,
+        closing: bool = False,
+    ) -> bool:
+        """One card operation with the next sequence; handles Feishu's answers by code."""
+        for _ in range(2):
+            await self._respect_rate(card)
+            card.sequence += 1
+            card.last_op = self._clock()
+            card.recent_ops.append(card.last_op)
+            try:
+                await self._count(call(card.sequence))
+                return True
+            except FeishuSequenceError:
+                # A retried request that had landed after all: jump ahead and resend.
+                card.sequence += 10
+                continue
+            except FeishuRateLimited:
+                self._cadence = min(self._cadence * 1.5, MAX_CADENCE)
+                self._dirty.set()  # skip this frame; the next one carries the latest text
+                return False
+            except FeishuTransportError:
+                self._dirty.set()
+                return False
+            except (FeishuStreamingClosed, FeishuEditWindowClosed) as exc:
+                return self._continue_elsewhere(card, exc, closing)
+            except (FeishuCardInvalid, FeishuTooLarge) as exc:
+                return self._degrade(card, exc)
+            except FeishuMessageGone:
+                logger.info("the answer card for %s is gone; stopping", self._message_id)
+                self.mode = "gone"
+                return False
+            except FeishuError as exc:
+                logger.warning("card %s refused an update: %s", card.card_id, exc)
+                self.mode = "plain"
+                self._dirty.set()
+                return False
+        return False
+
+    def _continue_elsewhere(self, card: _Card, exc: FeishuError, closing: bool) -> bool:
+        """This card can no longer be edited: it keeps what it shows, a new card continues."""
+        logger.info("card %s can no longer be edited (%s); continuing", card.card_id, exc.code)
+        next_offset = card.offset + card.shown_raw
+        if closing and card.shown_raw == len(self.view.answer) - card.offset:
+            return True  # everything was already shown; only the footer is missing
+        self._cards.append(_Card(len(self._cards), next_offset))
+        self._dirty.set()
+        return False
+
+    def _degrade(self, card: _Card, exc: FeishuError) -> bool:
+        if self._element_chars <= 500:
+            logger.warning("card %s still refused (%s); sending plain messages", card.card_id, exc)
+            self.mode = "plain"
+        else:
+            logger.info("card %s refused (%s); splitting smaller", card.card_id, exc.code)
+            self._element_chars //= 2
+        self._dirty.set()
+        return False
+
+    async def _respect_rate(self, card: _Card) -> None:
+        """Never more than OPS_PER_SECOND operations on one card in any one second."""
+        ops = card.recent_ops
+        while True:
+            now = self._clock()
+            while ops and ops[0] <= now - 1.0:
+                ops.popleft()
+            if len(ops) < OPS_PER_SECOND:
+                return
+            await self._sleep(ops[0] + 1.0 - now)
+
+    # -- fallback: one interactive card, patched ---------------------------------------
+
+    async def _patch(
+        self, card: _Card, part: str, *, final: bool, footer: str | None = None
+    ) -> bool:
+        footer = self.view.footer if footer is None and final else (footer or "")
+        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        text = part or (self.view.notice if final else "")
+        body = final_card(
+            steps=steps,
+            answer=display_answer(text, final=final) if text else WORKING,
+            footer=footer if final else "",
+            summary=summary_of(text) if card.index == 0 else "(continued)",
+        )
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        card.last_op = self._clock()
+        try:
+            if not card.message_id:
+                sent = await self._count(
+                    self._client.reply_message(
+                        self._message_id,
+                        msg_type="interactive",
+                        content=content,
+                        uuid=self._uuid("patch", card.index),
+                        reply_in_thread=self._in_thread,
+                    )
+                )
+                card.message_id = sent.message_id
+            else:
+                await self._count(self._client.patch_message(card.message_id, content))
+        except (FeishuRateLimited, FeishuTransportError):
+            self._dirty.set()
+            return False
+        except FeishuMessageGone:
+            self.mode = "gone"
+            return False
+        except FeishuError as exc:
+            logger.warning("patching the answer card failed (%s); sending plain messages", exc)
+            self.mode = "plain"
+            self._dirty.set()
+            return False
+        card.shown_answer, card.shown_raw = text, len(part)
+        return True
+
+    # -- last resort: plain reply cards ------------------------------------------------
+
+    async def _send_plain(self) -> None:
+        start = self._cards[-1].offset + self._cards[-1].shown_raw if self._cards else 0
+        rest = self.view.answer[start:] or (self.view.notice if not self.view.answer else "")
+        if not rest and not self.view.footer:
+            return
+        for index, card in enumerate(answer_cards(rest or " ", footer=self.view.footer or None)):
+            try:
+                sent = await self._count(
+                    self._client.reply_message(
+                        self._message_id,
+                        msg_type="interactive",
+                        content=json.dumps(card, ensure_ascii=False),
+                        uuid=self._uuid("plain", index),
+                        reply_in_thread=self._in_thread,
+                    )
+                )
+            except FeishuError as exc:
+                logger.error("the answer to %s could not be delivered: %s", self._message_id, exc)
+                self.mode = "gone"
+                return
+            self._cards.append(_Card(len(self._cards), start, message_id=sent.message_id))
+
+    # -- helpers -----------------------------------------------------------------------
+
+    async def _count(self, call: Awaitable[Any]) -> Any:
+        self.calls += 1
+        return await call
+
+    def _uuid(self, kind: str, index: int) -> str:
+        digest = hashlib.sha256(f"{self._seed}:{kind}:{index}".encode()).hexdigest()
+        return f"lg-{digest[:40]}"
+
+
+def split_point(text: str, limit: int) -> int:
+    """Where to end a card's part: the last paragraph or line break before ``limit``,
+    preferring one outside a code block; a hard cut when there is none."""
+    window = text[:limit]
+    best_line = window.rfind("\n")
+    fence_open = False
+    best_outside = -1
+    position = 0
+    for line in window.split("\n")[:-1]:
+        position += len(line) + 1
+        if line.lstrip().startswith(("```", "~~~")):
+            fence_open = not fence_open
+        if not fence_open:
+            best_outside = position
+    if best_outside > 0:
+        return best_outside
+    if best_line > 0:
+        return best_line + 1
+    return limit

@@ -1,0 +1,146 @@
+"""The live answer card: what it shows, as pure functions of a small view model.
+
+The card has up to three markdown elements: ``steps`` (one line per tool call, with
+its state and a short preview), ``answer`` (the answer as it streams) and, at the
+end, ``footer`` (iterations, tokens, time, model). While streaming, partial markdown
+is made presentable (an open code block is closed for display, tables past the
+per-card limit become preformatted text); the stored text stays exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .render import TABLES_PER_CARD, limit_tables
+
+StepState = Literal["running", "waiting", "ok", "error", "blocked", "cancelled"]
+
+STEPS_SHOWN = 8
+PREVIEW_CHARS = 80
+WORKING = "_Working on it…_"
+
+_ICONS: dict[str, str] = {
+    "running": "⏳",
+    "waiting": "⏸️",
+    "ok": "✅",
+    "error": "❌",
+    "blocked": "⛔",
+    "cancelled": "⏹️",
+}
+_LABELS: dict[str, str] = {
+    "running": "running",
+    "waiting": "waiting for approval",
+    "ok": "done",
+    "error": "failed",
+    "blocked": "blocked",
+    "cancelled": "cancelled",
+}
+_FENCE_LINE = re.compile(r"^\s*(```+|~~~+)", re.MULTILINE)
+
+
+@dataclass(slots=True)
+class StepLine:
+    call_id: str
+    tool: str
+    arguments: str
+    state: StepState = "running"
+    result: str = ""
+
+
+@dataclass(slots=True)
+class LiveView:
+    """Everything the card shows. Mutated by the writer's owner, read by the writer."""
+
+    steps: list[StepLine] = field(default_factory=list)
+    answer: str = ""
+    footer: str = ""
+    notice: str = ""  # e.g. "Stopped." shown instead of an answer
+
+    def step(self, call_id: str) -> StepLine | None:
+        for line in reversed(self.steps):
+            if line.call_id == call_id:
+                return line
+        return None
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def steps_markdown(steps: list[StepLine]) -> str:
+    shown = steps[-STEPS_SHOWN:]
+    lines = []
+    if len(steps) > len(shown):
+        lines.append(f"_… {len(steps) - len(shown)} earlier steps_")
+    for step in shown:
+        line = f"{_ICONS[step.state]} `{step.tool}` {_escape(step.arguments)}"
+        line += f" · {_LABELS[step.state]}"
+        if step.result and step.state != "running":
+            line += f" — {_escape(step.result)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def display_answer(text: str, *, final: bool) -> str:
+    """``text`` as the answer element shows it: presentable even when cut mid-stream."""
+    shown = limit_tables(text, TABLES_PER_CARD)
+    if not final and len(_FENCE_LINE.findall(shown)) % 2 == 1:
+        shown += "\n```"  # close the open code block for display only
+    return shown
+
+
+def streaming_card(*, steps: str | None, answer: str, summary: str) -> dict[str, Any]:
+    """The card entity created for streaming (CardKit, JSON 2.0, streaming mode on)."""
+    elements = []
+    if steps is not None:
+        elements.append(_markdown("steps", steps, size="notation"))
+    elements.append(_markdown("answer", answer))
+    return {
+        "schema": "2.0",
+        "config": {
+            "update_multi": True,
+            "streaming_mode": True,
+            "summary": {"content": summary},
+            "streaming_config": {
+                "print_frequency_ms": {"default": 30},
+                "print_step": {"default": 2},
+                "print_strategy": "fast",
+            },
+        },
+        "body": {"direction": "vertical", "elements": elements},
+    }
+
+
+def final_card(*, steps: str | None, answer: str, footer: str, summary: str) -> dict[str, Any]:
+    """The same card at rest: streaming off, footer added, summary set for the chat list."""
+    elements = []
+    if steps is not None:
+        elements.append(_markdown("steps", steps, size="notation"))
+    elements.append(_markdown("answer", answer or " "))
+    if footer:
+        elements.append(_markdown("footer", footer, size="notation"))
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "streaming_mode": False, "summary": {"content": summary}},
+        "body": {"direction": "vertical", "elements": elements},
+    }
+
+
+def summary_of(text: str) -> str:
+    plain = " ".join(re.sub(r"[#*`>|_\[\]]", "", text).split())
+    return plain[:60] + ("…" if len(plain) > 60 else "") if plain else "larkgate"
+
+
+def _markdown(element_id: str, content: str, *, size: str | None = None) -> dict[str, Any]:
+    element: dict[str, Any] = {"tag": "markdown", "element_id": element_id, "content": content}
+    if size:
+        element["text_size"] = size
+    return element
+
+
+def _escape(text: str) -> str:
+    # Previews are data, not markdown: keep them from opening code spans or links.
+    return text.replace("`", "ʼ").replace("[", "［").replace("]", "］")
