@@ -49,6 +49,13 @@ class LiveAnswer:
         self.reply.view.answer += delta
         self.reply.touch(urgent=first)
 
+    def stopped(self, notice: str) -> None:
+        """The run was stopped: calls still going were cancelled, and the card says so."""
+        for line in self.reply.view.steps:
+            if line.state in ("running", "waiting"):
+                line.state = "cancelled"
+        self.reply.view.notice = notice
+
     def waiting(self, call_id: str) -> None:
         """A hook is holding this call (e.g. for an approval)."""
         line = self.reply.view.step(call_id)

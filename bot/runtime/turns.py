@@ -171,7 +171,7 @@ class TurnRunner:
         if result.status == "cancelled":
             if not live.started:
                 return None, None  # nothing was shown; the /stop reply says it all
-            live.reply.view.notice = texts.STOPPED_CARD
+            live.stopped(texts.STOPPED_CARD)
             return None, await live.reply.finish()
         if result.status == "error":
             logger.error("run %s ended with an error: %s", result.run_id, result.error)

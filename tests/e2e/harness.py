@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from aiohttp import web
 
 from bot.app import SERVICES, Services, create_app
 from bot.config import Settings, load_settings
-from bot.engine import LLM
+from bot.engine import LLM, Tool
 
 from fakes.feishu_push import message_event, plain_request, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
@@ -160,8 +160,9 @@ async def running_bot(
     *,
     llm: LLM | None = None,
     owner: str | None = None,
+    tools: Sequence[Tool] = (),
 ) -> AsyncIterator[Bot]:
-    app = create_app(settings, llm=llm, owner=owner)
+    app = create_app(settings, llm=llm, owner=owner, tools=tools)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -90,6 +90,8 @@ class Reply:
     drop_after: int | None = None
     delay: float = 0.0
     chunk_size: int = 4
+    # Seconds between streamed chunks (e.g. 0.02 with chunk_size 4: ~50 tokens a second).
+    chunk_interval: float = 0.0
 
     @classmethod
     def error(
@@ -284,6 +286,8 @@ class FakeOpenAIServer:
             if sent == reply.drop_after:
                 _cut_connection(request)
                 return response
+            if sent and reply.chunk_interval:
+                await self._pause(reply.chunk_interval)  # a model generating at its pace
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         if reply.drop_after is not None:
             _cut_connection(request)
