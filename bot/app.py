@@ -135,6 +135,7 @@ def _lifecycle(
                 message_id=message.message_id,
                 in_thread=bool(message.thread_id),
                 uuid_seed=message.message_id,
+                cadence=1 / settings.larkgate_card_updates_per_second,
             ),
             in_flight=in_flight,
             owner=me,

@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     larkgate_history_messages: int = Field(default=20, ge=0)
     larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     larkgate_log_level: str = "INFO"
+    # Live answer cards: snapshots per second per card (Feishu allows 10 operations).
+    larkgate_card_updates_per_second: float = Field(default=4.0, gt=0, le=10)
 
     @field_validator("larkgate_admins", "larkgate_group_allowlist", mode="before")
     @classmethod

@@ -47,6 +47,8 @@ class TurnContext:
     chat_type: str
     sender_open_id: str
     thread_id: str
+    # The live card of this turn: hooks that hold a call (approvals) mark it waiting.
+    live: LiveAnswer | None = None
 
 
 class TurnRunner:
@@ -95,6 +97,7 @@ class TurnRunner:
         query = "\n".join([message.text, *early])
         agent = self._agent_factory()
         run_id = uuid.uuid4().hex
+        live = LiveAnswer(self._live_reply(message))
         context = TurnContext(
             run_id,
             loaded.conversation_id,
@@ -104,8 +107,8 @@ class TurnRunner:
             message.chat_type,
             message.sender_open_id,
             message.thread_id,
+            live,
         )
-        live = LiveAnswer(self._live_reply(message))
         result = await agent.run(
             query,
             history=[Message(h.role, h.content, kind="history") for h in loaded.history],  # type: ignore[arg-type]
