@@ -1,4 +1,4 @@
-"""Persistence of the bot: SQLModel tables over an async SQLAlchemy engine, with Alembic migrations.
+"""Persistence of the bot: SQLModel tables and SQLAlchemy Core, with Alembic migrations.
 
 SQLite by default, PostgreSQL via `postgresql+asyncpg://`. It knows nothing of Feishu or the
 engine: plain str, int and dict values go in and come out as frozen value objects.
@@ -8,7 +8,8 @@ engine: plain str, int and dict values go in and come out as frozen value object
     ledger, conversations, runs = MessageLedger(db), ConversationStore(db), RunStore(db)
     journal = TurnJournal(db)  # a turn's history, run and claims in one transaction
 
-The stores use SQLAlchemy Core over `db.write()` / `db.read()`, one short transaction a method.
+Each store method is one short transaction, `db.transact(fn, ...)`: a synchronous function that
+runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
 """
 
 from bot.store.conversations import (

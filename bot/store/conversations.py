@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, RowMapping, and_, bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.models import ROLES, ConversationMessageRow, ConversationRow
@@ -140,29 +140,13 @@ class ConversationStore:
     async def load(self, scope_key: str, *, history_limit: int) -> LoadedConversation:
         """The scope's active conversation and its last `history_limit` turns, oldest first,
         in one read transaction; creates nothing."""
-        async with self._db.read() as connection:
-            result = await connection.execute(
-                _LOAD, {"scope_key": scope_key, "limit": max(history_limit, 0)}
-            )
-            rows = result.all()
-        if not rows:
-            return LoadedConversation(scope_key, None, 1, [])
-        history = [
-            HistoryEntry(role, content, message_id)
-            for _, _, role, content, message_id in rows
-            if role is not None
-        ]
-        return LoadedConversation(scope_key, rows[0].id, rows[0].generation, history)
+        return await self._db.transact(_load, scope_key, max(history_limit, 0), write=False)
 
     async def active(self, scope_key: str) -> Conversation:
         """The scope's current conversation, created (generation 1) on first use."""
-        async with self._db.write() as connection:
-            latest = await self._latest(connection, scope_key)
-            if latest is None:
-                await self._insert(connection, scope_key, 1)
-                latest = await self._latest(connection, scope_key)
-        assert latest is not None
-        return _conversation(latest)
+        return await self._db.transact(
+            _active_conversation, self._insert_conversation, scope_key, self._clock()
+        )
 
     async def reset(self, scope_key: str) -> Conversation:
         """Start the scope's next conversation; earlier history stays with the old one.
@@ -171,17 +155,10 @@ class ConversationStore:
         generation 2. Two resets racing on one scope create one new generation, and both
         return it.
         """
-        async with self._db.write() as connection:
-            current = await connection.execute(_MAX_GENERATION, {"scope_key": scope_key})
-            await self._insert(connection, scope_key, (current.scalar() or 1) + 1)
-            latest = await self._latest(connection, scope_key)
-        assert latest is not None
-        return _conversation(latest)
+        return await self._db.transact(_reset, self._insert_conversation, scope_key, self._clock())
 
     async def get(self, conversation_id: str) -> Conversation | None:
-        async with self._db.read() as connection:
-            row = (await connection.execute(_BY_ID, {"id": conversation_id})).mappings().first()
-        return None if row is None else _conversation(row)
+        return await self._db.transact(_get, conversation_id, write=False)
 
     async def append(
         self, conversation_id: str, role: str, content: str, *, message_id: str | None = None
@@ -189,48 +166,85 @@ class ConversationStore:
         """Add one turn (`user` or `assistant`); returns its id, which orders the history."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                _APPEND,
-                {
-                    "conversation_id": conversation_id,
-                    "role": role,
-                    "content": content,
-                    "message_id": message_id,
-                    "created_at": self._clock(),
-                },
-            )
-            return result.scalar_one()
+        return await self._db.transact(
+            _append,
+            {
+                "conversation_id": conversation_id,
+                "role": role,
+                "content": content,
+                "message_id": message_id,
+                "created_at": self._clock(),
+            },
+        )
 
     async def history(self, conversation_id: str, *, limit: int) -> list[HistoryEntry]:
         """The last `limit` turns of the conversation, oldest first."""
         if limit <= 0:
             return []
-        async with self._db.read() as connection:
-            return await _history(connection, conversation_id, limit)
-
-    async def _latest(self, connection: AsyncConnection, scope_key: str) -> RowMapping | None:
-        result = await connection.execute(_LATEST, {"scope_key": scope_key})
-        return result.mappings().first()
-
-    async def _insert(self, connection: AsyncConnection, scope_key: str, generation: int) -> None:
-        await connection.execute(
-            self._insert_conversation,
-            {
-                "id": uuid.uuid4().hex,
-                "scope_key": scope_key,
-                "generation": generation,
-                "created_at": self._clock(),
-            },
-        )
+        return await self._db.transact(_history, conversation_id, limit, write=False)
 
 
-async def _history(
-    connection: AsyncConnection, conversation_id: str, limit: int
-) -> list[HistoryEntry]:
-    if limit <= 0:
-        return []
-    result = await connection.execute(
-        _HISTORY, {"conversation_id": conversation_id, "limit": limit}
-    )
+# The transactions, run by `Database.transact` with a synchronous connection.
+
+
+def _load(connection: Connection, scope_key: str, limit: int) -> LoadedConversation:
+    rows = connection.execute(_LOAD, {"scope_key": scope_key, "limit": limit}).all()
+    if not rows:
+        return LoadedConversation(scope_key, None, 1, [])
+    history = [
+        HistoryEntry(role, content, message_id)
+        for _, _, role, content, message_id in rows
+        if role is not None
+    ]
+    return LoadedConversation(scope_key, rows[0].id, rows[0].generation, history)
+
+
+def _active_conversation(
+    connection: Connection, insert: Any, scope_key: str, now: float
+) -> Conversation:
+    latest = _latest(connection, scope_key)
+    if latest is None:
+        _insert(connection, insert, scope_key, 1, now)
+        latest = _latest(connection, scope_key)
+    assert latest is not None
+    return _conversation(latest)
+
+
+def _reset(connection: Connection, insert: Any, scope_key: str, now: float) -> Conversation:
+    current = connection.execute(_MAX_GENERATION, {"scope_key": scope_key}).scalar()
+    _insert(connection, insert, scope_key, (current or 1) + 1, now)
+    latest = _latest(connection, scope_key)
+    assert latest is not None
+    return _conversation(latest)
+
+
+def _get(connection: Connection, conversation_id: str) -> Conversation | None:
+    row = connection.execute(_BY_ID, {"id": conversation_id}).mappings().first()
+    return None if row is None else _conversation(row)
+
+
+def _append(connection: Connection, values: dict[str, Any]) -> int:
+    return connection.execute(_APPEND, values).scalar_one()
+
+
+def _history(connection: Connection, conversation_id: str, limit: int) -> list[HistoryEntry]:
+    result = connection.execute(_HISTORY, {"conversation_id": conversation_id, "limit": limit})
     return [HistoryEntry(role, content, message_id) for role, content, message_id in result][::-1]
+
+
+def _latest(connection: Connection, scope_key: str) -> RowMapping | None:
+    return connection.execute(_LATEST, {"scope_key": scope_key}).mappings().first()
+
+
+def _insert(
+    connection: Connection, insert: Any, scope_key: str, generation: int, now: float
+) -> None:
+    connection.execute(
+        insert,
+        {
+            "id": uuid.uuid4().hex,
+            "scope_key": scope_key,
+            "generation": generation,
+            "created_at": now,
+        },
+    )

@@ -1,52 +1,70 @@
-"""The async database: one engine, its connections, and the SQLite settings a bot needs.
+"""The database: where the stores' transactions run, and the SQLite settings a bot needs.
 
 The composition root creates one `Database` and injects it into the stores; there is no global
-engine. The stores speak SQLAlchemy Core over two context managers, each one transaction:
+engine. The stores run each operation as ONE call of `transact(fn, *args, write=...)`: `fn` gets
+a synchronous SQLAlchemy `Connection` in a transaction and runs all the operation's statements
+with it; the transaction commits when `fn` returns and rolls back when it raises (the exception
+is re-raised to the caller of `transact`).
 
-- `write()`: an `AsyncConnection` in a write transaction, committed when the block ends and
-  rolled back when it raises. On SQLite this is ONE connection held open for the life of the
-  Database, used by one writer at a time (an asyncio lock queues this process's writers), each
-  transaction started with `BEGIN IMMEDIATE`: writers queue instead of failing on a lock
-  upgrade, and across processes they wait on the busy timeout. On PostgreSQL it is a pooled
-  connection in a plain transaction.
-- `read()`: an `AsyncConnection` from the pool in a read transaction (a plain `BEGIN` on
-  SQLite, never waiting for the write lock: in WAL mode readers never wait for writers).
+- SQLite: one dedicated thread owns one synchronous connection on the stdlib `sqlite3` driver.
+  Transactions arrive through a queue and run strictly in order, writes in
+  `BEGIN IMMEDIATE` (across processes, writers queue on the busy timeout instead of failing on
+  a lock upgrade), reads in a plain `BEGIN` (on the same thread: they queue behind this
+  process's writes, which are short; a second reader thread measured no faster under the GIL).
+  The event loop only queues the work and gets the result back (`call_soon_threadsafe`): a
+  transaction costs it one thread trip, whatever the number of statements, and the write lock
+  is held only while the statements run.
+  WAL mode, `synchronous=NORMAL`, a busy timeout, foreign keys on, and no automatic checkpoints
+  on that connection: a checkpoint (which syncs the file) would stall every transaction queued
+  behind it, so a background thread runs `PRAGMA wal_checkpoint(PASSIVE)` every few seconds on
+  a short-lived connection of its own, concurrently with the writer.
+- PostgreSQL: asyncpg under SQLAlchemy's async engine; `fn` runs through `run_sync` (one
+  greenlet a transaction). The default READ COMMITTED level; the stores stay correct there
+  through conditional updates and `INSERT ... ON CONFLICT DO NOTHING`.
 
-SQLite runs in WAL mode with `synchronous=NORMAL`, a busy timeout and foreign keys on, over
-`sqlite_driver` (aiosqlite taking one trip to its thread a statement; `one_trip_sqlite=False`
-for plain aiosqlite).
-PostgreSQL runs at its default READ COMMITTED level; the stores stay correct there through
-conditional updates and `INSERT ... ON CONFLICT DO NOTHING`.
-
-Keep write blocks short and never nest them, nor open a `read()` inside a `write()` expecting
-to see its uncommitted rows: on SQLite the write block holds the database's single write lock
-(and this process's asyncio lock) until it ends, so a nested write block would deadlock.
+`fn` runs off the event loop (SQLite) or inside it (PostgreSQL): it must do nothing but database
+work, and must not await, sleep or call `transact`. If the task awaiting `transact` is
+cancelled, the transaction either never starts or runs to its end (committed, its result
+dropped): a transaction is never left open.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import event, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bot.store import sqlite_driver
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./larkgate.db"
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
+DEFAULT_CHECKPOINT_INTERVAL = 5.0
 
-_READ_ONLY = "larkgate_read_only"
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+_SELECT_1 = text("SELECT 1")
 
 
 class DatabaseConfigError(ValueError):
     """The database URL cannot work: unsupported backend or a missing SQLite directory."""
+
+
+class DatabaseClosedError(RuntimeError):
+    """A transaction was handed to a SQLite thread that had already stopped."""
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -85,11 +103,20 @@ def _check_sqlite_directory(url: URL) -> None:
         )
 
 
-class Database:
-    """An async engine with write and read transactions; create one per process and inject it.
+def _select_1(connection: Connection) -> None:
+    connection.execute(_SELECT_1)
 
-    `await Database.connect(url)` builds the engine and checks that the database answers;
-    `Database(url)` + `await db.start()` does the same in two steps. `dispose()` closes it.
+
+class Database:
+    """Transactions on one database; create one per process and inject it.
+
+    `await Database.connect(url)` checks that the database answers (on SQLite it also starts the
+    database's thread); `Database(url)` + `await db.start()` does the same in two steps, and the
+    first `transact` starts it too. `dispose()` runs the transactions already queued, then
+    stops the thread and closes the connections; `start()` (or a `transact`) opens them again.
+
+    `checkpoint_interval` (SQLite): seconds between two WAL checkpoints of the background
+    thread; None leaves checkpoints to SQLite (automatic, on the writer's connection).
     """
 
     def __init__(
@@ -98,32 +125,29 @@ class Database:
         *,
         busy_timeout_ms: int = 5000,
         echo: bool = False,
-        one_trip_sqlite: bool = True,
+        checkpoint_interval: float | None = DEFAULT_CHECKPOINT_INTERVAL,
         **engine_options: Any,
     ) -> None:
         self._url = normalize_url(url)
         self.dialect: str = self._url.get_backend_name()
+        self._async_engine: AsyncEngine | None = None
+        self._in_flight = 0  # PostgreSQL transactions under way, which dispose() waits for
+        self._idle: asyncio.Event | None = None
+        self._worker: _SqliteThread | None = None
+        self._finalizer: weakref.finalize[Any, Any]
         if self.dialect == "sqlite":
             _check_sqlite_directory(self._url)
-            if one_trip_sqlite and sqlite_driver.supported():
-                engine_options["async_creator"] = self._one_trip_creator(
-                    engine_options.pop("connect_args", {})
-                )
+            self._sqlite_options = _SqliteOptions(
+                url=self._url.set(drivername="sqlite"),
+                file=sqlite_file(self._url),
+                busy_timeout_ms=int(busy_timeout_ms),
+                checkpoint_interval=checkpoint_interval,
+                echo=echo,
+                engine_options=engine_options,
+            )
         else:
             engine_options.setdefault("pool_pre_ping", True)
-        self._busy_timeout_ms = busy_timeout_ms
-        self.engine: AsyncEngine = create_async_engine(self._url, echo=echo, **engine_options)
-        if self.dialect == "sqlite":
-            self._install_sqlite_listeners()
-        self._read_engine = self.engine.execution_options(**{_READ_ONLY: True})
-        # SQLite has one writer at a time: queue this process's writers here rather than in
-        # SQLite's busy handler, which polls with sleeps of up to 100 ms.
-        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
-        # SQLite's writer: one connection held open (opened by start() or the first write).
-        self._writer: AsyncConnection | None = None
-        # An in-memory (or URI) SQLite database may be one connection shared by the whole pool:
-        # reads then go through the writer, so that they never interleave with a write.
-        self._reads_use_writer = self.dialect == "sqlite" and sqlite_file(self._url) is None
+            self._async_engine = create_async_engine(self._url, echo=echo, **engine_options)
 
     @classmethod
     async def connect(cls, url: str | URL = DEFAULT_DATABASE_URL, **options: Any) -> Database:
@@ -137,24 +161,20 @@ class Database:
         return self._url.render_as_string(hide_password=True)
 
     async def start(self) -> None:
-        """Open a connection so that a wrong URL or a down server fails at start-up.
-
-        On SQLite this opens the writer's connection (setting its pragmas is the check), which
-        stays open until `dispose()`.
-        """
-        if self._write_lock is not None:
-            async with self._write_lock:
-                await self._open_writer()
-            return
-        async with self._read_engine.connect() as connection:
-            await connection.execute(_SELECT_1)
+        """Open the connection, so that a wrong URL or a down server fails at start-up."""
+        await self.transact(_select_1, write=False)
 
     async def dispose(self) -> None:
-        """Close the writer's connection and the pool."""
-        if self._write_lock is not None:
-            async with self._write_lock:
-                await self._drop_writer()
-        await self.engine.dispose()
+        """Stop: run the transactions already queued, then close the connections."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._finalizer.detach()
+            await worker.stop()
+        if self._async_engine is not None:
+            while self._in_flight:  # let the transactions under way end
+                self._idle = asyncio.Event()
+                await self._idle.wait()
+            await self._async_engine.dispose()
 
     async def __aenter__(self) -> Database:
         await self.start()
@@ -163,37 +183,37 @@ class Database:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.dispose()
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """One write transaction: committed when the block ends, rolled back when it raises."""
-        if self._write_lock is None:
-            async with self.engine.begin() as connection:
-                yield connection
-            return
-        async with self._write_lock, self._sqlite_transaction() as connection:
-            yield connection
+    async def transact(self, fn: Callable[..., T], /, *args: Any, write: bool = True) -> T:
+        """`fn(connection, *args)` in one transaction; returns what `fn` returns.
 
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """One read transaction: for blocks that only read, which never wait for writers.
-
-        Do not write in it: on SQLite that would bypass the write lock.
+        Committed when `fn` returns, rolled back when it raises, and the exception re-raised
+        here. `write=False` is for transactions that only read (on SQLite they start with a
+        plain `BEGIN` and take no write lock).
         """
-        if self._reads_use_writer:
-            async with self.write() as connection:
-                yield connection
-            return
-        async with self._read_engine.connect() as connection:
-            await connection.begin()
-            yield connection
-            # Closing rolls the transaction back: one round trip, where a commit would take
-            # two (the pool rolls back a connection whose transaction ended before its close).
+        if self._async_engine is not None:
+            self._in_flight += 1
+            try:
+                async with self._async_engine.begin() as connection:
+                    return await connection.run_sync(fn, *args)
+            finally:
+                self._in_flight -= 1
+                if not self._in_flight and self._idle is not None:
+                    self._idle.set()
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = _SqliteThread(self._sqlite_options)
+            # A Database dropped without dispose() must not leave its thread behind.
+            self._finalizer = weakref.finalize(self, worker.stop_soon)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        worker.submit((fn, args, write, future, loop))
+        return await future
 
     async def ping(self, *, max_wait: float = 2.0) -> bool:
         """True when the database answers `SELECT 1` within `max_wait` seconds (for /healthz)."""
         try:
-            async with asyncio.timeout(max_wait), self.read() as connection:
-                await connection.execute(_SELECT_1)
+            async with asyncio.timeout(max_wait):
+                await self.transact(_select_1, write=False)
         except Exception:
             return False
         return True
@@ -203,89 +223,268 @@ class Database:
         dialect_insert = sqlite.insert if self.dialect == "sqlite" else postgresql.insert
         return dialect_insert(table)
 
-    @asynccontextmanager
-    async def _sqlite_transaction(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction on the held writer connection; the caller holds the write lock.
 
-        A connection that broke (a failed commit or rollback, an invalidation by a cancelled
-        statement) is closed, and the next transaction opens a new one.
-        """
-        writer = self._writer
-        if writer is None or writer.closed or writer.invalidated:
-            writer = await self._open_writer()
-        try:
-            transaction = await writer.begin()
-        except BaseException:
-            await self._drop_writer()
-            raise
-        try:
-            yield writer
-        except BaseException:
-            try:
-                await transaction.rollback()
-            except BaseException:
-                await self._drop_writer()
-                raise
-            if writer.invalidated:
-                await self._drop_writer()
-            raise
-        try:
-            await transaction.commit()
-        except BaseException:
-            await self._drop_writer()
-            raise
+class _SqliteOptions:
+    __slots__ = (
+        "busy_timeout_ms",
+        "checkpoint_interval",
+        "echo",
+        "engine_options",
+        "file",
+        "url",
+    )
 
-    async def _open_writer(self) -> AsyncConnection:
-        await self._drop_writer()
-        self._writer = await self.engine.connect()
-        return self._writer
+    def __init__(
+        self,
+        *,
+        url: URL,
+        file: Path | None,
+        busy_timeout_ms: int,
+        checkpoint_interval: float | None,
+        echo: bool,
+        engine_options: dict[str, Any],
+    ) -> None:
+        self.url = url
+        self.file = file
+        self.busy_timeout_ms = busy_timeout_ms
+        # No WAL (in-memory database): nothing to checkpoint.
+        self.checkpoint_interval = checkpoint_interval if file is not None else None
+        self.echo = echo
+        self.engine_options = engine_options
 
-    async def _drop_writer(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is None:
+
+# A work item: fn, args, write, the future to resolve, its loop. `_STOP` ends the thread.
+_Item = tuple[Any, tuple[Any, ...], bool, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+_STOP = object()
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """On the event loop: hand the outcome to the awaiting task (unless it gave up waiting)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+class _SqliteThread:
+    """The thread of a SQLite database: one connection, one transaction at a time, in order."""
+
+    def __init__(self, options: _SqliteOptions) -> None:
+        self._options = options
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+        self._driver: Any = None  # the sqlite3 connection under self._connection
+        self._stopping = False
+        self._stopped: asyncio.Future[None] | None = None
+        self._checkpointer = (
+            None
+            if options.checkpoint_interval is None
+            else _Checkpointer(options.file, options.checkpoint_interval, options.busy_timeout_ms)
+        )
+        self._thread = threading.Thread(target=self._run, name="larkgate-sqlite", daemon=True)
+        self._thread.start()
+        if self._checkpointer is not None:
+            self._checkpointer.start()
+
+    def submit(self, item: _Item) -> None:
+        if self._stopping:
+            raise DatabaseClosedError("the database was disposed")
+        self._queue.put(item)
+
+    async def stop(self) -> None:
+        """Run what is queued, then close the connection and end the thread."""
+        if self._stopping:
             return
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        self._stopped = loop.create_future()
+        self._queue.put((_STOP, loop, self._stopped))
+        await asyncio.shield(self._stopped)
+        # The thread has closed everything and is returning: nothing left to wait for.
+        self._thread.join()
+
+    def stop_soon(self) -> None:
+        """Stop without waiting (from a finalizer)."""
+        if not self._stopping:
+            self._stopping = True
+            self._queue.put((_STOP, None, None))
+
+    # In the thread.
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            item = get()
+            if item[0] is _STOP:
+                break
+            self._execute(*item)
+        self._close()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+        _, loop, stopped = item
+        if loop is not None:
+            _call_soon(loop, _resolve, stopped, None, None)
+
+    def _execute(
+        self,
+        fn: Any,
+        args: tuple[Any, ...],
+        write: bool,
+        future: asyncio.Future[Any],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if future.cancelled():
+            return  # the caller stopped waiting before the transaction started: skip it
         try:
-            if not writer.closed and (writer.in_transaction() or writer.invalidated):
-                # Closing the SQLite connection ends whatever transaction it had.
-                await writer.invalidate()
-            await writer.close()
-        except Exception:
-            pass
+            result = self._transaction(fn, args, write)
+        except BaseException as error:
+            _call_soon(loop, _resolve, future, None, error)
+        else:
+            _call_soon(loop, _resolve, future, result, None)
 
-    def _one_trip_creator(
-        self, connect_args: dict[str, Any]
-    ) -> Callable[[], Awaitable[sqlite_driver.OneTripConnection]]:
-        async def create() -> sqlite_driver.OneTripConnection:
-            args, options = self.engine.sync_engine.dialect.create_connect_args(self._url)
-            return await sqlite_driver.connect(*args, **{**options, **connect_args})
-
-        return create
-
-    def _install_sqlite_listeners(self) -> None:
-        busy_timeout_ms = int(self._busy_timeout_ms)
-
-        @event.listens_for(self.engine.sync_engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            # The driver's own implicit BEGIN is off: the "begin" listener below emits ours.
-            dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
+    def _transaction(self, fn: Any, args: tuple[Any, ...], write: bool) -> Any:
+        connection = self._connection
+        if connection is None or connection.invalidated:
+            connection = self._open()
+        # The BEGIN goes straight to the driver: an engine with a "begin" listener would run
+        # its (empty) statement events on every statement.
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        try:
+            self._driver.execute(begin)
+        except sqlite3.Error as error:
+            # E.g. "database is locked": another process held the write lock past the timeout.
+            self._close_if_broken(connection)
+            raise DBAPIError.instance(begin, None, error, sqlite3.Error) from error
+        transaction = None
+        try:
+            transaction = connection.begin()
+            result = fn(connection, *args)
+        except BaseException:
             try:
-                cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")
-                cursor.execute("PRAGMA foreign_keys = ON")
-            finally:
-                cursor.close()
+                if transaction is not None:
+                    transaction.rollback()
+                else:
+                    self._driver.rollback()
+            except BaseException:
+                self._close()
+                raise
+            self._close_if_broken(connection)
+            raise
+        try:
+            transaction.commit()
+        except BaseException:
+            # A failed COMMIT (e.g. SQLITE_BUSY) leaves the transaction open: drop it.
+            self._close()
+            raise
+        return result
 
-        @event.listens_for(self.engine.sync_engine, "begin")
-        def _on_begin(connection: Any) -> None:
-            read_only = connection.get_execution_options().get(_READ_ONLY, False)
-            statement = "BEGIN" if read_only else "BEGIN IMMEDIATE"
-            driver = connection.connection.driver_connection
-            if isinstance(driver, sqlite_driver.OneTripConnection):
-                driver.defer_begin(statement)  # sent with the first statement, in its trip
-            else:
-                connection.exec_driver_sql(statement)
+    def _close_if_broken(self, connection: Connection) -> None:
+        """Close a connection that a failed transaction left unusable or still open."""
+        if connection.invalidated or connection.closed or self._driver_in_transaction():
+            self._close()
+
+    def _driver_in_transaction(self) -> bool:
+        """Whether the sqlite3 connection is in a transaction (True when it cannot tell)."""
+        try:
+            return bool(self._driver.in_transaction)
+        except Exception:
+            return True
+
+    def _open(self) -> Connection:
+        self._close()
+        if self._engine is None:
+            self._engine = self._create_engine()
+        self._connection = self._engine.connect()
+        self._driver = self._connection.connection.driver_connection
+        return self._connection
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                if not connection.closed:
+                    if connection.invalidated or self._driver_in_transaction():
+                        # Closing the sqlite3 connection ends whatever transaction it had.
+                        connection.invalidate()
+                    connection.close()
+            except Exception:
+                logger.debug("closing the SQLite connection failed", exc_info=True)
+        self._driver = None
+        if self._engine is not None and self._stopping:
+            self._engine.dispose()
+            self._engine = None
+
+    def _create_engine(self) -> Engine:
+        options = self._options
+        engine = create_engine(options.url, echo=options.echo, **options.engine_options)
+        pragmas = [
+            f"PRAGMA busy_timeout = {options.busy_timeout_ms}",
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA synchronous = NORMAL",
+            "PRAGMA foreign_keys = ON",
+        ]
+        if options.checkpoint_interval is not None:
+            pragmas.append("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's job
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # The driver's own implicit BEGIN is off: `_transaction` sends ours.
+            dbapi_connection.isolation_level = None
+            for pragma in pragmas:
+                dbapi_connection.execute(pragma).close()
+
+        return engine
 
 
-_SELECT_1 = text("SELECT 1")
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+        loop.call_soon_threadsafe(callback, *args)
+
+
+class _Checkpointer:
+    """Runs `PRAGMA wal_checkpoint(PASSIVE)` every `interval` seconds on a connection of its own.
+
+    A passive checkpoint takes no lock that writers need: they go on appending to the WAL while
+    it copies pages into the database file and syncs it. The WAL restarts from its beginning at
+    the first write after a checkpoint that copied everything.
+    """
+
+    def __init__(self, file: Path | None, interval: float, busy_timeout_ms: int) -> None:
+        assert file is not None
+        self._file = str(file)
+        self._interval = interval
+        self._busy_timeout_ms = busy_timeout_ms
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="larkgate-sqlite-checkpoint", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                checkpoint(self._file, timeout=self._busy_timeout_ms / 1000)
+            except Exception:
+                logger.warning("WAL checkpoint of %s failed", self._file, exc_info=True)
+
+
+def checkpoint(file: str, *, timeout: float = 5.0) -> tuple[int, int, int]:
+    """One passive WAL checkpoint of `file`, on a connection of its own; returns SQLite's
+    (busy, frames in the WAL, frames checkpointed). A missing file is an error, not created."""
+    uri = f"{Path(file).resolve().as_uri()}?mode=rw"
+    connection = sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)
+    try:
+        row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        connection.close()
+    return tuple(row)

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import String, bindparam, case, func, select, update
+from sqlalchemy.engine import Connection
 
 from bot.store.conversations import HistoryEntry, conversation_insert
 from bot.store.db import Database
-from bot.store.ledger import ACTIVE_STATES
+from bot.store.ledger import ACTIVE
 from bot.store.models import (
     DONE,
     ROLES,
@@ -43,25 +44,24 @@ _CONVERSATION_ID = select(_conversations.c.id).where(
 )
 _INSERT_ENTRIES = _messages.insert()
 _INSERT_RUN = _runs.insert()
-_COMPLETE_CLAIMS = (
-    update(_claims)
-    .where(
-        _claims.c.message_id.in_(bindparam("message_ids", expanding=True)),
-        _claims.c.owner == bindparam("p_owner"),
-        _claims.c.state.in_(ACTIVE_STATES),
-    )
-    .values(
-        state=DONE,
-        # The reply goes on the turn's own message, the first one (when there is one).
-        reply_message_id=case(
-            (
-                _claims.c.message_id == bindparam("first_message_id"),
-                func.coalesce(bindparam("p_reply", type_=String), _claims.c.reply_message_id),
-            ),
-            else_=_claims.c.reply_message_id,
+# The claims a turn answered: completed where the owner still holds them.
+_COMPLETE = update(_claims).values(
+    state=DONE,
+    # The reply goes on the turn's own message, the first one (when there is one).
+    reply_message_id=case(
+        (
+            _claims.c.message_id == bindparam("first_message_id"),
+            func.coalesce(bindparam("p_reply", type_=String), _claims.c.reply_message_id),
         ),
-        updated_at=bindparam("now"),
-    )
+        else_=_claims.c.reply_message_id,
+    ),
+    updated_at=bindparam("now"),
+)
+_HELD = (_claims.c.owner == bindparam("p_owner"), ACTIVE)
+# Usually a turn answers one message: no expanding IN list to render at each execution.
+_COMPLETE_CLAIM = _COMPLETE.where(_claims.c.message_id == bindparam("first_message_id"), *_HELD)
+_COMPLETE_CLAIMS = _COMPLETE.where(
+    _claims.c.message_id.in_(bindparam("message_ids", expanding=True)), *_HELD
 )
 
 
@@ -117,45 +117,9 @@ class TurnJournal:
         for entry in turn.entries:
             if entry.role not in ROLES:
                 raise ValueError(f"role must be one of {ROLES}, not {entry.role!r}")
-        async with self._db.write() as connection:
-            now = self._clock()
-            conversation_id = turn.conversation_id
-            if conversation_id is None:
-                key = {"scope_key": turn.scope_key, "generation": turn.generation}
-                created = await connection.execute(
-                    self._insert_conversation, {"id": uuid.uuid4().hex, "created_at": now, **key}
-                )
-                conversation_id = created.scalar()
-                if conversation_id is None:  # a racer created it first
-                    conversation_id = (await connection.execute(_CONVERSATION_ID, key)).scalar_one()
-            if turn.entries:
-                await connection.execute(
-                    _INSERT_ENTRIES,
-                    [
-                        {
-                            "conversation_id": conversation_id,
-                            "role": entry.role,
-                            "content": entry.content,
-                            "message_id": entry.message_id,
-                            "created_at": now,
-                        }
-                        for entry in turn.entries
-                    ],
-                )
-            await connection.execute(_INSERT_RUN, _run_row(turn, conversation_id, now))
-            completed = 0
-            if turn.completed_message_ids:
-                result = await connection.execute(
-                    _COMPLETE_CLAIMS,
-                    {
-                        "message_ids": list(turn.completed_message_ids),
-                        "p_owner": turn.owner,
-                        "first_message_id": turn.completed_message_ids[0],
-                        "p_reply": turn.reply_message_id,
-                        "now": now,
-                    },
-                )
-                completed = result.rowcount
+        conversation_id, completed = await self._db.transact(
+            _finish_turn, self._insert_conversation, turn, self._clock()
+        )
         if completed < len(turn.completed_message_ids):
             logger.warning(
                 "run %s completed %d of its %d messages: %s no longer holds the others",
@@ -165,6 +129,50 @@ class TurnJournal:
                 turn.owner,
             )
         return conversation_id
+
+
+def _finish_turn(
+    connection: Connection, insert_conversation: Any, turn: FinishedTurn, now: float
+) -> tuple[str, int]:
+    """The transaction of `finish_turn`: the conversation id, and how many claims completed."""
+    conversation_id = turn.conversation_id
+    if conversation_id is None:
+        key = {"scope_key": turn.scope_key, "generation": turn.generation}
+        created = connection.execute(
+            insert_conversation, {"id": uuid.uuid4().hex, "created_at": now, **key}
+        )
+        conversation_id = created.scalar()
+        if conversation_id is None:  # a racer created it first
+            conversation_id = connection.execute(_CONVERSATION_ID, key).scalar_one()
+    if turn.entries:
+        connection.execute(
+            _INSERT_ENTRIES,
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "role": entry.role,
+                    "content": entry.content,
+                    "message_id": entry.message_id,
+                    "created_at": now,
+                }
+                for entry in turn.entries
+            ],
+        )
+    connection.execute(_INSERT_RUN, _run_row(turn, conversation_id, now))
+    if not turn.completed_message_ids:
+        return conversation_id, 0
+    ids = turn.completed_message_ids
+    params = {
+        "p_owner": turn.owner,
+        "first_message_id": ids[0],
+        "p_reply": turn.reply_message_id,
+        "now": now,
+    }
+    if len(ids) == 1:
+        result = connection.execute(_COMPLETE_CLAIM, params)
+    else:
+        result = connection.execute(_COMPLETE_CLAIMS, {**params, "message_ids": list(ids)})
+    return conversation_id, result.rowcount
 
 
 def _run_row(turn: FinishedTurn, conversation_id: str, now: float) -> dict[str, Any]:

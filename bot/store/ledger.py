@@ -3,8 +3,9 @@
 A process claims a message for a lease and renews it while it works. When the process dies, its
 lease runs out and a live process takes the message over (`take_over_expired`, or the claim of a
 redelivery), without waiting for Feishu to redeliver it. Every transition is a conditional update,
-so of two racers (tasks or processes) exactly one wins; every method is one short transaction and
-reads the time from the injected clock.
+so of two racers (tasks or processes) exactly one wins; every method is one short transaction
+(`Database.transact`: the statements run together in a synchronous function) and reads the time
+from the injected clock.
 
 States: `claimed` (being handled) → `replied` (the reply message exists; the run may still be
 streaming) → `done`. `dropped` marks a stale or ignored message, so redeliveries are cheap
@@ -20,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, delete, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Integer, bindparam, delete, or_, select, update
+from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow
@@ -111,9 +112,25 @@ def _dump(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def _expired(now: float) -> Any:
-    """Rows some process worked on whose lease has run out."""
-    return _c.state.in_(ACTIVE_STATES) & (_c.lease_until <= now)
+def state_in(states: Iterable[str]) -> Any:
+    """`state IN (...)` written as `state = ... OR state = ...`: SQLAlchemy renders a literal
+    IN list anew at each execution, which costs more than the rest of the statement."""
+    return or_(*(_c.state == state for state in states))
+
+
+# A claim some process works on (claimed or replied).
+ACTIVE = state_in(ACTIVE_STATES)
+
+
+def _gave_up(max_attempts: int) -> str:
+    return f"gave up after {max_attempts} attempts"
+
+
+# Rows some process worked on whose lease has run out (parameter `now`).
+_EXPIRED = (ACTIVE, _c.lease_until <= bindparam("now"))
+# ... that may be taken over, or that used up their attempts (parameter `max_attempts`).
+_TAKEABLE = (*_EXPIRED, _c.attempts < bindparam("max_attempts"))
+_EXHAUSTED = (*_EXPIRED, _c.attempts >= bindparam("max_attempts"))
 
 
 class _Statements:
@@ -121,6 +138,7 @@ class _Statements:
     compiled form). Parameters named like a column they set are prefixed `p_`."""
 
     def __init__(self, db: Database) -> None:
+        self.postgres = db.dialect != "sqlite"
         # The columns of a new row are the keys of the parameters given at execution.
         self.insert_claim = (
             db.insert(_claims)
@@ -132,12 +150,10 @@ class _Statements:
             .on_conflict_do_nothing(index_elements=["message_id"])
             .returning(_c.message_id)
         )
-        self.row = select(_claims).where(_c.message_id == bindparam("p_message_id"))
-        owned = (
-            _c.message_id == bindparam("p_message_id"),
-            _c.owner == bindparam("p_owner"),
-            _c.state.in_(ACTIVE_STATES),
-        )
+        one = _c.message_id == bindparam("p_message_id")
+        some = _c.message_id.in_(bindparam("p_message_ids", expanding=True))
+        self.row = select(_claims).where(one)
+        owned = (one, _c.owner == bindparam("p_owner"), ACTIVE)
         self.renew = (
             update(_claims)
             .where(*owned)
@@ -145,11 +161,7 @@ class _Statements:
         )
         self.renew_many = (
             update(_claims)
-            .where(
-                _c.message_id.in_(bindparam("p_message_ids", expanding=True)),
-                _c.owner == bindparam("p_owner"),
-                _c.state.in_(ACTIVE_STATES),
-            )
+            .where(some, _c.owner == bindparam("p_owner"), ACTIVE)
             .values(lease_until=bindparam("p_lease_until"), updated_at=bindparam("now"))
             .returning(_c.message_id)
         )
@@ -187,8 +199,37 @@ class _Statements:
             .values(state=DROPPED, reason=bindparam("p_reason"), updated_at=bindparam("now"))
         )
         self.purge = delete(_claims).where(
-            _c.state.in_(FINAL_STATES), _c.updated_at < bindparam("cutoff")
+            state_in(FINAL_STATES), _c.updated_at < bindparam("cutoff")
         )
+        # Take-overs of expired rows, conditional: of two racers, one changes the row.
+        take = update(_claims).values(
+            owner=bindparam("p_owner"),
+            lease_until=bindparam("p_lease_until"),
+            attempts=_c.attempts + 1,
+            updated_at=bindparam("now"),
+        )
+        self.take_one = take.where(one, *_TAKEABLE).returning(*_claims.c)
+        self.take_many = take.where(some, *_TAKEABLE).returning(*_claims.c)
+        # Two statements, not UPDATE ... WHERE id IN (SELECT ... LIMIT): PostgreSQL may rescan
+        # such a subquery and skip the rows it has just updated, going past the limit.
+        self.takeable_ids = (
+            select(_c.message_id)
+            .where(*_TAKEABLE)
+            .order_by(_c.lease_until)
+            .limit(bindparam("limit", type_=Integer))
+            .with_for_update(skip_locked=True)  # PostgreSQL: racers split the work
+        )
+        fail = update(_claims).values(
+            state=FAILED, reason=bindparam("p_reason"), updated_at=bindparam("now")
+        )
+        self.fail_one = fail.where(one, *_EXHAUSTED).returning(*_claims.c)
+        self.fail_all = fail.where(*_EXHAUSTED)
+        # PostgreSQL: lock first, skipping rows a concurrent sweeper holds (no waits, no
+        # deadlocks). SQLite has one writer at a time: nothing to skip.
+        self.exhausted_ids = (
+            select(_c.message_id).where(*_EXHAUSTED).with_for_update(skip_locked=True)
+        )
+        self.fail_some = fail.where(some, *_EXHAUSTED)
 
 
 class MessageLedger:
@@ -213,71 +254,25 @@ class MessageLedger:
 
         A message whose holder's lease ran out is taken over (attempts + 1), except when it has
         had `max_attempts` already: then it becomes `failed` and the answer is `duplicate_done`.
-        """
-        for _ in range(2):
-            claim = await self._claim_once(
-                message_id, owner, payload, lease_seconds, conversation_key, max_attempts
-            )
-            if claim is not None:
-                return claim
-        raise RuntimeError(f"message {message_id!r} kept vanishing while being claimed")
-
-    async def _claim_once(
-        self,
-        message_id: str,
-        owner: str,
-        payload: Mapping[str, Any],
-        lease_seconds: float,
-        conversation_key: str | None,
-        max_attempts: int,
-    ) -> Claim | None:
-        """One claim transaction; None when a purge removed the row between its statements.
-
-        A first sight is one statement (the insert); a redelivery adds a select, and an
-        expired holder a conditional update.
+        A first sight is one statement (the insert); a redelivery adds a select, and an expired
+        holder a conditional update.
         """
         now = self._clock()
-        row: Mapping[str, Any] | None
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                self._sql.insert_claim,
-                {
-                    "message_id": message_id,
-                    "state": CLAIMED,
-                    "owner": owner,
-                    "lease_until": now + lease_seconds,
-                    "attempts": 1,
-                    "payload": _dump(payload),
-                    "conversation_key": conversation_key,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-            row = result.mappings().first()
-            if row is not None:
-                return _claim("claimed", row)
-            row = await self._row(connection, message_id)
-            if row is None:
-                return None
-            if row["state"] in FINAL_STATES:
-                return _claim("duplicate_done", row)
-            if row["lease_until"] > now:
-                return _claim("duplicate_in_progress", row)
-            match = _c.message_id == message_id
-            if row["attempts"] >= max_attempts:
-                changed = await self._fail_exhausted(connection, now, max_attempts, match)
-            else:
-                changed = await self._take(
-                    connection, now, owner, lease_seconds, max_attempts, match
-                )
-                if changed:
-                    return _claim("taken_over", changed[0])
-            # Failed now (by us), or changed by a racer between the select and the update.
-            row = changed[0] if changed else await self._row(connection, message_id)
-        if row is None:
-            return None
-        return _claim(
-            "duplicate_done" if row["state"] in FINAL_STATES else "duplicate_in_progress", row
+        return await self._db.transact(
+            _claim_message,
+            self._sql,
+            {
+                "message_id": message_id,
+                "state": CLAIMED,
+                "owner": owner,
+                "lease_until": now + lease_seconds,
+                "attempts": 1,
+                "payload": _dump(payload),
+                "conversation_key": conversation_key,
+                "created_at": now,
+                "updated_at": now,
+            },
+            max_attempts,
         )
 
     async def take_over_expired(
@@ -294,26 +289,17 @@ class MessageLedger:
         had `max_attempts` become `failed` and are not returned.
         """
         now = self._clock()
-        async with self._db.write() as connection:
-            await self._fail_exhausted(connection, now, max_attempts)
-            # Two statements, not UPDATE ... WHERE id IN (SELECT ... LIMIT): PostgreSQL may
-            # rescan such a subquery and skip the rows it has just updated, going past the limit.
-            candidates = await connection.execute(
-                select(_c.message_id)
-                .where(_expired(now), _c.attempts < max_attempts)
-                .order_by(_c.lease_until)
-                .limit(limit)
-                .with_for_update(skip_locked=True)  # PostgreSQL: racers split the work
-            )
-            ids = list(candidates.scalars())
-            if not ids:
-                return []
-            taken = await self._take(
-                connection, now, owner, lease_seconds, max_attempts, _c.message_id.in_(ids)
-            )
-        position = {message_id: index for index, message_id in enumerate(ids)}
-        taken.sort(key=lambda row: position[row["message_id"]])
-        return [_claim("taken_over", row) for row in taken]
+        return await self._db.transact(
+            _take_over_expired,
+            self._sql,
+            {
+                "now": now,
+                "max_attempts": max_attempts,
+                "p_owner": owner,
+                "p_lease_until": now + lease_seconds,
+                "limit": limit,
+            },
+        )
 
     async def renew(self, message_id: str, *, owner: str, lease_seconds: float) -> bool:
         """Extend the lease; False when `owner` no longer holds the message."""
@@ -330,17 +316,16 @@ class MessageLedger:
         if not ids:
             return set()
         now = self._clock()
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                self._sql.renew_many,
-                {
-                    "p_message_ids": ids,
-                    "p_owner": owner,
-                    "p_lease_until": now + lease_seconds,
-                    "now": now,
-                },
-            )
-            return set(result.scalars())
+        return await self._db.transact(
+            _renew_many,
+            self._sql.renew_many,
+            {
+                "p_message_ids": ids,
+                "p_owner": owner,
+                "p_lease_until": now + lease_seconds,
+                "now": now,
+            },
+        )
 
     async def mark_replied(self, message_id: str, *, owner: str, reply_message_id: str) -> bool:
         """Record the reply message; False when `owner` no longer holds the message."""
@@ -389,30 +374,24 @@ class MessageLedger:
         Returns whether the message is now dropped by this call.
         """
         now = self._clock()
-        async with self._db.write() as connection:
-            inserted = await connection.execute(
-                self._sql.insert_dropped,
-                {
-                    "message_id": message_id,
-                    "state": DROPPED,
-                    "owner": owner or "",
-                    "lease_until": now,
-                    "attempts": 0,
-                    "payload": _dump(payload or {}),
-                    "reason": reason,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-            if inserted.first() is not None:
-                return True
-            if owner is None:
-                return False
-            result = await connection.execute(
-                self._sql.drop_owned,
-                {"p_message_id": message_id, "p_owner": owner, "p_reason": reason, "now": now},
-            )
-            return result.rowcount == 1
+        return await self._db.transact(
+            _drop,
+            self._sql,
+            {
+                "message_id": message_id,
+                "state": DROPPED,
+                "owner": owner or "",
+                "lease_until": now,
+                "attempts": 0,
+                "payload": _dump(payload or {}),
+                "reason": reason,
+                "created_at": now,
+                "updated_at": now,
+            },
+            None
+            if owner is None
+            else {"p_message_id": message_id, "p_owner": owner, "p_reason": reason, "now": now},
+        )
 
     async def purge(self, *, older_than_seconds: float) -> int:
         """Delete finished (done, dropped, failed) rows not updated for `older_than_seconds`.
@@ -420,74 +399,124 @@ class MessageLedger:
         Dedup only holds while the row exists: keep at least 24 h (Feishu redelivers for ~7 h).
         """
         cutoff = self._clock() - older_than_seconds
-        async with self._db.write() as connection:
-            result = await connection.execute(self._sql.purge, {"cutoff": cutoff})
-            return result.rowcount
+        return await self._db.transact(_rowcount, self._sql.purge, {"cutoff": cutoff})
 
     async def get(self, message_id: str) -> LedgerEntry | None:
-        async with self._db.read() as connection:
-            row = await self._row(connection, message_id)
-        return None if row is None else _entry(row)
-
-    async def _row(self, connection: AsyncConnection, message_id: str) -> Mapping[str, Any] | None:
-        result = await connection.execute(self._sql.row, {"p_message_id": message_id})
-        return result.mappings().first()
-
-    async def _take(
-        self,
-        connection: AsyncConnection,
-        now: float,
-        owner: str,
-        lease_seconds: float,
-        max_attempts: int,
-        match: Any,
-    ) -> list[Mapping[str, Any]]:
-        """Conditionally take over the expired rows that `match` selects."""
-        result = await connection.execute(
-            update(_claims)
-            .where(match, _expired(now), _c.attempts < max_attempts)
-            .values(
-                owner=owner,
-                lease_until=now + lease_seconds,
-                attempts=_c.attempts + 1,
-                updated_at=now,
-            )
-            .returning(*_claims.c)
-        )
-        return list(result.mappings().all())
-
-    async def _fail_exhausted(
-        self, connection: AsyncConnection, now: float, max_attempts: int, match: Any = None
-    ) -> list[Mapping[str, Any]]:
-        """Mark `failed` the expired messages (those `match` selects, or all) that used up their
-        attempts; returns the rows it changed."""
-        condition = _expired(now) & (_c.attempts >= max_attempts)
-        if match is not None:
-            condition = condition & match
-        elif self._db.dialect != "sqlite":
-            # Lock first, skipping rows a concurrent sweeper holds: no waits, no deadlocks.
-            # (SQLite has one writer at a time: nothing to skip.)
-            exhausted = await connection.execute(
-                select(_c.message_id).where(condition).with_for_update(skip_locked=True)
-            )
-            ids = list(exhausted.scalars())
-            if not ids:
-                return []
-            condition = condition & _c.message_id.in_(ids)
-        result = await connection.execute(
-            update(_claims)
-            .where(condition)
-            .values(state=FAILED, reason=f"gave up after {max_attempts} attempts", updated_at=now)
-            .returning(*_claims.c)
-        )
-        return list(result.mappings().all())
+        return await self._db.transact(_get, self._sql, message_id, write=False)
 
     async def _update_owned(
         self, statement: Any, message_id: str, owner: str, **values: Any
     ) -> bool:
         """One conditional update of a message that `owner` holds (claimed or replied)."""
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                statement, {"p_message_id": message_id, "p_owner": owner, **values}
-            )
-            return result.rowcount == 1
+        count = await self._db.transact(
+            _rowcount, statement, {"p_message_id": message_id, "p_owner": owner, **values}
+        )
+        return count == 1
+
+
+# The transactions, run by `Database.transact` with a synchronous connection.
+
+
+def _claim_message(
+    connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
+) -> Claim:
+    for _ in range(2):
+        claim = _claim_once(connection, sql, new_row, max_attempts)
+        if claim is not None:
+            return claim
+    raise RuntimeError(f"message {new_row['message_id']!r} kept vanishing while being claimed")
+
+
+def _claim_once(
+    connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
+) -> Claim | None:
+    """One claim attempt; None when a purge removed the row between its statements."""
+    row = connection.execute(sql.insert_claim, new_row).mappings().first()
+    if row is not None:
+        return _claim("claimed", row)
+    message_id, now = new_row["message_id"], new_row["created_at"]
+    row = _row(connection, sql, message_id)
+    if row is None:
+        return None
+    if row["state"] in FINAL_STATES:
+        return _claim("duplicate_done", row)
+    if row["lease_until"] > now:
+        return _claim("duplicate_in_progress", row)
+    match = {"p_message_id": message_id, "now": now, "max_attempts": max_attempts}
+    if row["attempts"] >= max_attempts:
+        changed = connection.execute(
+            sql.fail_one, {**match, "p_reason": _gave_up(max_attempts)}
+        ).mappings()
+    else:
+        changed = connection.execute(
+            sql.take_one,
+            {**match, "p_owner": new_row["owner"], "p_lease_until": new_row["lease_until"]},
+        ).mappings()
+    taken = changed.first()
+    if taken is not None and row["attempts"] < max_attempts:
+        return _claim("taken_over", taken)
+    # Failed now (by us), or changed by a racer between the select and the update.
+    row = taken if taken is not None else _row(connection, sql, message_id)
+    if row is None:
+        return None
+    return _claim(
+        "duplicate_done" if row["state"] in FINAL_STATES else "duplicate_in_progress", row
+    )
+
+
+def _take_over_expired(
+    connection: Connection, sql: _Statements, params: dict[str, Any]
+) -> list[Claim]:
+    _fail_exhausted(connection, sql, params["now"], params["max_attempts"])
+    ids = list(connection.execute(sql.takeable_ids, params).scalars())
+    if not ids:
+        return []
+    taken = connection.execute(sql.take_many, {**params, "p_message_ids": ids}).mappings().all()
+    position = {message_id: index for index, message_id in enumerate(ids)}
+    return [
+        _claim("taken_over", row)
+        for row in sorted(taken, key=lambda row: position[row["message_id"]])
+    ]
+
+
+def _fail_exhausted(
+    connection: Connection, sql: _Statements, now: float, max_attempts: int
+) -> None:
+    """Mark `failed` the expired messages that used up their attempts."""
+    params = {"now": now, "max_attempts": max_attempts, "p_reason": _gave_up(max_attempts)}
+    if not sql.postgres:
+        connection.execute(sql.fail_all, params)
+        return
+    ids = list(connection.execute(sql.exhausted_ids, params).scalars())
+    if ids:
+        connection.execute(sql.fail_some, {**params, "p_message_ids": ids})
+
+
+def _drop(
+    connection: Connection,
+    sql: _Statements,
+    new_row: dict[str, Any],
+    owned: dict[str, Any] | None,
+) -> bool:
+    if connection.execute(sql.insert_dropped, new_row).first() is not None:
+        return True
+    if owned is None:
+        return False
+    return connection.execute(sql.drop_owned, owned).rowcount == 1
+
+
+def _renew_many(connection: Connection, statement: Any, params: dict[str, Any]) -> set[str]:
+    return set(connection.execute(statement, params).scalars())
+
+
+def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:
+    return connection.execute(statement, params).rowcount
+
+
+def _get(connection: Connection, sql: _Statements, message_id: str) -> LedgerEntry | None:
+    row = _row(connection, sql, message_id)
+    return None if row is None else _entry(row)
+
+
+def _row(connection: Connection, sql: _Statements, message_id: str) -> Mapping[str, Any] | None:
+    return connection.execute(sql.row, {"p_message_id": message_id}).mappings().first()

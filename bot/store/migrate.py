@@ -1,6 +1,6 @@
 """Schema migrations, configured in code (no alembic.ini).
 
-`upgrade()` and `current_revision()` are synchronous and run the async engine under
+`upgrade()` and `current_revision()` are synchronous and run the app's `Database` under
 `asyncio.run()` (in `migrations/env.py`): call them from a thread when an event loop is running,
 e.g. `await asyncio.to_thread(upgrade, url)` or `await upgrade_async(url)`.
 
@@ -17,6 +17,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
 from bot.store.db import Database
@@ -66,13 +67,14 @@ def current_revision(database_url: str) -> str | None:
     _refuse_in_event_loop("current_revision")
 
     async def read() -> str | None:
-        database = Database(database_url, poolclass=NullPool)
+        database = Database(database_url, poolclass=NullPool, checkpoint_interval=None)
         try:
-            async with database.engine.connect() as connection:
-                return await connection.run_sync(
-                    lambda sync: MigrationContext.configure(sync).get_current_revision()
-                )
+            return await database.transact(_current_revision, write=False)
         finally:
             await database.dispose()
 
     return asyncio.run(read())
+
+
+def _current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

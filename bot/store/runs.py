@@ -7,10 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, select, update
+from sqlalchemy import Integer, and_, bindparam, exists, select, update
+from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import CLAIMED, REPLIED, RUN_STATUSES, MessageClaimRow, RunRow
+from bot.store.ledger import ACTIVE
+from bot.store.models import RUN_STATUSES, MessageClaimRow, RunRow
 
 RUNNING = "running"
 INTERRUPTED = "interrupted"
@@ -43,6 +45,53 @@ def _record(row: Mapping[str, Any]) -> RunRecord:
     return RunRecord(**{name: row[name] for name in RunRecord.__slots__})
 
 
+_START = _runs.insert().returning(*_runs.c)
+_FINISH = (
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"))
+    .values(
+        {
+            name: bindparam(f"p_{name}")
+            for name in (
+                "status",
+                "iterations",
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "tool_calls",
+                "feishu_calls",
+                "error",
+                "finished_at",
+            )
+        }
+    )
+)
+_BY_ID = select(_runs).where(_runs.c.id == bindparam("run_id"))
+_RECENT = (
+    select(_runs)
+    .order_by(_runs.c.started_at.desc(), _runs.c.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+# A run is alive while its owner holds a live lease on the run's message.
+_ALIVE = exists().where(
+    and_(
+        _claims.c.message_id == _runs.c.message_id,
+        _claims.c.owner == _runs.c.owner,
+        ACTIVE,  # claimed or replied
+        _claims.c.lease_until > bindparam("now"),
+    )
+)
+_MARK_INTERRUPTED = (
+    update(_runs)
+    .where(_runs.c.status == RUNNING, ~_ALIVE)
+    .values(
+        status=INTERRUPTED,
+        error="the process running it stopped before the run finished",
+        finished_at=bindparam("now"),
+    )
+)
+
+
 class RunStore:
     """Start, finish and list runs."""
 
@@ -61,27 +110,24 @@ class RunStore:
     ) -> RunRecord:
         """Record a run as `running`. `owner` is the instance id that holds the message's claim
         (see `mark_interrupted_running`)."""
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                _runs.insert()
-                .values(
-                    id=run_id,
-                    conversation_id=conversation_id,
-                    message_id=message_id,
-                    owner=owner,
-                    status=RUNNING,
-                    model=model,
-                    iterations=0,
-                    prompt_tokens=0,
-                    completion_tokens=0,
-                    total_tokens=0,
-                    tool_calls=0,
-                    feishu_calls=0,
-                    started_at=self._clock(),
-                )
-                .returning(*_runs.c)
-            )
-            return _record(result.mappings().one())
+        return await self._db.transact(
+            _start,
+            {
+                "id": run_id,
+                "conversation_id": conversation_id,
+                "message_id": message_id,
+                "owner": owner,
+                "status": RUNNING,
+                "model": model,
+                "iterations": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "total_tokens": 0,
+                "tool_calls": 0,
+                "feishu_calls": 0,
+                "started_at": self._clock(),
+            },
+        )
 
     async def finish(
         self,
@@ -102,37 +148,30 @@ class RunStore:
         """
         if status not in FINISHED_STATUSES:
             raise ValueError(f"status must be one of {FINISHED_STATUSES}, not {status!r}")
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                update(_runs)
-                .where(_runs.c.id == run_id)
-                .values(
-                    status=status,
-                    iterations=iterations,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    total_tokens=total_tokens,
-                    tool_calls=tool_calls,
-                    feishu_calls=feishu_calls,
-                    error=error,
-                    finished_at=self._clock(),
-                )
-            )
-            return result.rowcount == 1
+        count = await self._db.transact(
+            _rowcount,
+            _FINISH,
+            {
+                "run_id": run_id,
+                "p_status": status,
+                "p_iterations": iterations,
+                "p_prompt_tokens": prompt_tokens,
+                "p_completion_tokens": completion_tokens,
+                "p_total_tokens": total_tokens,
+                "p_tool_calls": tool_calls,
+                "p_feishu_calls": feishu_calls,
+                "p_error": error,
+                "p_finished_at": self._clock(),
+            },
+        )
+        return count == 1
 
     async def get(self, run_id: str) -> RunRecord | None:
-        async with self._db.read() as connection:
-            result = await connection.execute(select(_runs).where(_runs.c.id == run_id))
-            row = result.mappings().first()
-        return None if row is None else _record(row)
+        return await self._db.transact(_get, run_id, write=False)
 
     async def recent(self, limit: int = 50) -> list[RunRecord]:
         """The latest runs, newest first."""
-        async with self._db.read() as connection:
-            result = await connection.execute(
-                select(_runs).order_by(_runs.c.started_at.desc(), _runs.c.id.desc()).limit(limit)
-            )
-            return [_record(row) for row in result.mappings().all()]
+        return await self._db.transact(_recent, limit, write=False)
 
     async def mark_interrupted_running(self) -> int:
         """Mark `interrupted` the runs left `running` by a process that is gone; returns how many.
@@ -144,23 +183,25 @@ class RunStore:
         lease leaves runs that look alive until the lease runs out: call this again after
         `MessageLedger.take_over_expired` (a periodic sweep does both).
         """
-        now = self._clock()
-        alive = exists().where(
-            and_(
-                _claims.c.message_id == _runs.c.message_id,
-                _claims.c.owner == _runs.c.owner,
-                _claims.c.state.in_((CLAIMED, REPLIED)),
-                _claims.c.lease_until > now,
-            )
-        )
-        async with self._db.write() as connection:
-            result = await connection.execute(
-                update(_runs)
-                .where(_runs.c.status == RUNNING, ~alive)
-                .values(
-                    status=INTERRUPTED,
-                    error="the process running it stopped before the run finished",
-                    finished_at=now,
-                )
-            )
-            return result.rowcount
+        return await self._db.transact(_rowcount, _MARK_INTERRUPTED, {"now": self._clock()})
+
+
+# The transactions, run by `Database.transact` with a synchronous connection.
+
+
+def _start(connection: Connection, values: dict[str, Any]) -> RunRecord:
+    return _record(connection.execute(_START, values).mappings().one())
+
+
+def _get(connection: Connection, run_id: str) -> RunRecord | None:
+    row = connection.execute(_BY_ID, {"run_id": run_id}).mappings().first()
+    return None if row is None else _record(row)
+
+
+def _recent(connection: Connection, limit: int) -> list[RunRecord]:
+    rows = connection.execute(_RECENT, {"limit": limit}).mappings().all()
+    return [_record(row) for row in rows]
+
+
+def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:
+    return connection.execute(statement, params).rowcount

@@ -101,8 +101,10 @@ async def test_load_of_a_new_scope_creates_nothing(db, clock):
     store = ConversationStore(db, clock=clock)
     loaded = await store.load("chat:oc_1", history_limit=10)
     assert loaded == LoadedConversation("chat:oc_1", None, 1, [])
-    async with db.read() as connection:
-        count = (await connection.execute(text("SELECT count(*) FROM conversations"))).scalar()
+    count = await db.transact(
+        lambda connection: connection.execute(text("SELECT count(*) FROM conversations")).scalar(),
+        write=False,
+    )
     assert count == 0
 
 

@@ -1,15 +1,18 @@
-"""The Database: URLs, SQLite settings, write and read transactions, the health ping."""
+"""The Database: URLs, SQLite settings, transactions (`transact`), the health ping."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+import time
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bot.store import Database, DatabaseConfigError, normalize_url
+from bot.store import db as db_module
 
 
 def test_urls_get_their_async_driver():
@@ -55,20 +58,24 @@ async def test_ping_is_false_when_the_database_does_not_answer():
         await db.dispose()
 
 
-async def test_sqlite_runs_in_wal_with_a_busy_timeout_and_foreign_keys(db):
+def _pragmas(connection, names):
+    return {name: connection.execute(text(f"PRAGMA {name}")).scalar() for name in names}
+
+
+async def test_sqlite_runs_in_wal_with_a_busy_timeout_foreign_keys_and_no_autocheckpoint(db):
     if db.dialect != "sqlite":
         pytest.skip("SQLite settings")
-    names = ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
-    expected = {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 5000, "foreign_keys": 1}
-    # On the held writer connection and on the pool's read connections alike.
-    async with db.write() as connection:
-        assert {n: (await connection.execute(text(f"PRAGMA {n}"))).scalar() for n in names} == (
-            expected
-        )
-    async with db.read() as connection:
-        assert {n: (await connection.execute(text(f"PRAGMA {n}"))).scalar() for n in names} == (
-            expected
-        )
+    names = ("journal_mode", "synchronous", "busy_timeout", "foreign_keys", "wal_autocheckpoint")
+    expected = {
+        "journal_mode": "wal",
+        "synchronous": 1,
+        "busy_timeout": 5000,
+        "foreign_keys": 1,
+        # The background checkpointer does it, off the thread of the transactions.
+        "wal_autocheckpoint": 0,
+    }
+    assert await db.transact(_pragmas, names) == expected
+    assert await db.transact(_pragmas, names, write=False) == expected
 
 
 INSERT = text(
@@ -77,146 +84,317 @@ INSERT = text(
 )
 
 
+def _insert(connection, id_: str, generation: int) -> None:
+    connection.execute(INSERT, {"id": id_, "generation": generation})
+
+
+def _select_ids(connection) -> list[str]:
+    return list(connection.execute(text("SELECT id FROM conversations ORDER BY id")).scalars())
+
+
 async def _ids(db: Database) -> list[str]:
-    async with db.read() as connection:
-        return list((await connection.execute(text("SELECT id FROM conversations"))).scalars())
+    return await db.transact(_select_ids, write=False)
 
 
-async def test_a_write_commits_at_the_end_and_rolls_back_on_error(db):
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "kept", "generation": 1})
+async def test_a_transaction_commits_returns_and_rolls_back_on_error(db):
+    def insert_and_count(connection, id_, generation):
+        _insert(connection, id_, generation)
+        return connection.execute(text("SELECT count(*) FROM conversations")).scalar()
 
-    async def insert_then_fail() -> None:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": "lost", "generation": 2})
-            raise RuntimeError("boom")
+    assert await db.transact(insert_and_count, "kept", 1) == 1
 
-    async def insert_then_conflict() -> None:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": "lost too", "generation": 3})
-            await connection.execute(INSERT, {"id": "kept", "generation": 4})
+    def insert_then_fail(connection):
+        _insert(connection, "lost", 2)
+        raise RuntimeError("boom")
+
+    def insert_then_conflict(connection):
+        _insert(connection, "lost too", 3)
+        _insert(connection, "kept", 4)
 
     with pytest.raises(RuntimeError, match="boom"):
-        await insert_then_fail()
+        await db.transact(insert_then_fail)
     with pytest.raises(IntegrityError):
-        await insert_then_conflict()
+        await db.transact(insert_then_conflict)
     assert await _ids(db) == ["kept"]
-    # The writer is still usable after those errors.
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "later", "generation": 5})
-    assert sorted(await _ids(db)) == ["kept", "later"]
+    # The connection is still usable after those errors.
+    await db.transact(_insert, "later", 5)
+    assert await _ids(db) == ["kept", "later"]
 
 
-async def test_sqlite_writes_share_one_held_connection_in_immediate_transactions(db):
+async def test_an_empty_transaction_is_fine(db):
+    assert await db.transact(lambda connection: None) is None
+    assert await db.transact(lambda connection: 7, write=False) == 7
+
+
+async def test_concurrent_transactions_all_commit(db):
+    await asyncio.gather(*(db.transact(_insert, f"c{n:02}", n) for n in range(30)))
+    assert len(await _ids(db)) == 30
+
+
+async def test_sqlite_transactions_run_in_order_on_one_thread_and_connection(db):
     if db.dialect != "sqlite":
-        pytest.skip("SQLite writer")
-    async with db.write() as connection:
-        first = await connection.get_raw_connection()
-        assert connection.in_transaction()
-    async with db.write() as connection:
-        assert await connection.get_raw_connection() is first
-        await connection.execute(text("SELECT 1"))  # the BEGIN goes with the first statement
-        # BEGIN IMMEDIATE: even a transaction that only read so far holds the write lock, so
-        # another connection cannot start writing ("database is locked" after its timeout).
-        other = sqlite3.connect(db.engine.url.database, timeout=0, isolation_level=None)
-        try:
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
-                other.execute("BEGIN IMMEDIATE")
-        finally:
-            other.close()
+        pytest.skip("SQLite thread")
+    seen: list[tuple[int, int, int]] = []
+
+    def step(connection, n: int, write: bool) -> None:
+        raw = connection.connection.driver_connection
+        seen.append((n, threading.get_ident(), id(raw)))
+        assert raw.in_transaction
+        if write:
+            _insert(connection, f"o{n:02}", n)
+
+    await asyncio.gather(*(db.transact(step, n, n % 3 != 0, write=n % 3 != 0) for n in range(40)))
+    assert [n for n, _, _ in seen] == list(range(40))
+    assert len({(thread, raw) for _, thread, raw in seen}) == 1
+    assert seen[0][1] != threading.get_ident()  # not the event loop's thread
+    assert len(await _ids(db)) == 26
 
 
-async def test_concurrent_writes_queue_and_all_commit(db):
-    async def write(n: int) -> None:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": f"c{n}", "generation": n})
-            await asyncio.sleep(0)
-
-    await asyncio.gather(*(write(n) for n in range(20)))
-    assert len(await _ids(db)) == 20
-
-
-async def test_reads_do_not_wait_for_a_write_in_progress(db):
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "pending", "generation": 1})
-        assert await asyncio.wait_for(_ids(db), 2.0) == []
-    assert await _ids(db) == ["pending"]
+def _try_begin_immediate(path: str) -> bool:
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError as error:
+        if "locked" not in str(error):
+            raise
+        return False
+    finally:
+        other.close()
 
 
-async def test_a_cancelled_write_rolls_back_and_the_next_write_works(db):
-    entered = asyncio.Event()
+async def test_sqlite_writes_begin_immediate_and_reads_take_no_write_lock(db, migrated_url):
+    if db.dialect != "sqlite":
+        pytest.skip("SQLite locking")
+    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
+    # A write transaction holds the write lock from its start, before any statement: another
+    # connection cannot start writing ("database is locked" after its busy timeout).
+    assert await db.transact(lambda connection: _try_begin_immediate(path)) is False
+    assert await db.transact(lambda connection: _try_begin_immediate(path), write=False) is True
+    assert _try_begin_immediate(path)  # and nothing is left open
 
-    async def slow_write() -> None:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": "cancelled", "generation": 1})
-            entered.set()
-            await asyncio.sleep(10)
 
-    task = asyncio.create_task(slow_write())
-    await entered.wait()
+async def test_a_cancelled_caller_leaves_no_open_transaction(db, migrated_url):
+    if db.dialect != "sqlite":
+        pytest.skip("the SQLite thread (PostgreSQL: see the next test)")
+    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
+    running, release = threading.Event(), threading.Event()
+
+    def slow_insert(connection) -> None:
+        _insert(connection, "started", 1)
+        running.set()
+        assert release.wait(10)
+
+    started = asyncio.create_task(db.transact(slow_insert))
+    await asyncio.to_thread(running.wait, 10)
+    queued = asyncio.create_task(db.transact(_insert, "queued", 2))
+    await asyncio.sleep(0)  # submitted behind slow_insert
+    for task in (started, queued):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    release.set()
+    # The transaction that had started ran to its end; the one still queued was skipped.
+    await db.transact(_insert, "after", 3)
+    assert await _ids(db) == ["after", "started"]
+    assert _try_begin_immediate(path)
+
+
+async def test_a_cancelled_postgresql_transaction_rolls_back(db):
+    if db.dialect != "postgresql":
+        pytest.skip("PostgreSQL")
+
+    def slow_insert(connection) -> None:
+        _insert(connection, "cancelled", 1)
+        connection.execute(text("SELECT pg_sleep(10)"))
+
+    task = asyncio.create_task(db.transact(slow_insert))
+    await asyncio.sleep(0.3)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "after", "generation": 2})
+    await db.transact(_insert, "after", 2)
     assert await _ids(db) == ["after"]
 
 
-async def test_a_broken_sqlite_writer_is_reopened_on_the_next_write(db):
-    if db.dialect != "sqlite":
-        pytest.skip("SQLite writer")
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "before", "generation": 1})
-        broken = await connection.get_raw_connection()
-    await broken.driver_connection.close()  # behind SQLAlchemy's back
+async def test_a_timeout_stops_waiting_and_the_database_goes_on(db):
+    release = threading.Event()
 
-    async def write_on_the_broken_connection() -> None:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": "lost", "generation": 2})
+    def wait_for_release(connection) -> None:
+        if db.dialect == "sqlite":
+            release.wait(5)
+        else:
+            connection.execute(text("SELECT pg_sleep(1)"))
 
-    with pytest.raises(Exception):  # noqa: B017, PT011 (whatever the driver raises)
-        await write_on_the_broken_connection()
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "after", "generation": 3})
-    assert sorted(await _ids(db)) == ["after", "before"]
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await db.transact(wait_for_release)
+    if db.dialect == "sqlite":  # the thread is still busy with it
+        assert not await db.ping(max_wait=0.1)
+    release.set()
+    assert await db.ping()
 
 
-async def test_dispose_closes_the_writer_and_a_write_after_start_reopens_it(migrated_url):
+async def test_dispose_runs_the_queued_transactions_then_stops_the_thread(migrated_url):
+    before = set(threading.enumerate())
     db = await Database.connect(migrated_url)
-    async with db.write() as connection:
-        await connection.execute(INSERT, {"id": "one", "generation": 1})
+    own_threads = [t for t in set(threading.enumerate()) - before if t.name.startswith("larkgate")]
+    assert len(own_threads) == (2 if db.dialect == "sqlite" else 0)  # writer and checkpointer
+    tasks = [asyncio.create_task(db.transact(_insert, f"d{n:02}", n)) for n in range(20)]
+    await asyncio.sleep(0)  # all submitted
     await db.dispose()
-    await db.start()
+    assert all(task.done() and task.exception() is None for task in tasks)
+    assert not any(thread.is_alive() for thread in own_threads)
+    # A transaction after dispose() opens the database again; so does start().
     try:
-        async with db.write() as connection:
-            await connection.execute(INSERT, {"id": "two", "generation": 2})
-        assert sorted(await _ids(db)) == ["one", "two"]
+        await db.transact(_insert, "again", 99)
+        assert len(await _ids(db)) == 21
+        await db.dispose()
+        await db.start()
+        assert len(await _ids(db)) == 21
     finally:
         await db.dispose()
 
 
-async def test_an_empty_write_is_fine_and_the_plain_sqlite_driver_works_too(migrated_url):
-    for one_trip in (True, False):
-        db = await Database.connect(migrated_url, one_trip_sqlite=one_trip)
+async def test_a_broken_sqlite_connection_is_reopened_on_the_next_transaction(db):
+    if db.dialect != "sqlite":
+        pytest.skip("SQLite connection")
+
+    def break_it(connection) -> None:
+        _insert(connection, "lost", 2)
+        connection.connection.driver_connection.close()  # behind SQLAlchemy's back
+        _insert(connection, "lost too", 3)
+
+    await db.transact(_insert, "before", 1)
+    with pytest.raises(Exception):  # noqa: B017, PT011 (whatever the driver raises)
+        await db.transact(break_it)
+    await db.transact(_insert, "after", 4)
+    assert await _ids(db) == ["after", "before"]
+
+
+async def test_two_databases_on_one_sqlite_file_both_write(db, other_db, migrated_url):
+    """Two threads (as two processes would): BEGIN IMMEDIATE and the busy timeout queue them."""
+    if db.dialect != "sqlite":
+        pytest.skip("SQLite writers")
+
+    def hold_the_lock(connection) -> None:
+        _insert(connection, "held", 0)
+        time.sleep(0.3)  # the other writer waits on its busy timeout meanwhile
+
+    holding = asyncio.create_task(db.transact(hold_the_lock))
+    await asyncio.sleep(0.05)
+    await asyncio.gather(
+        holding,
+        *((db if n % 2 else other_db).transact(_insert, f"t{n:02}", n + 1) for n in range(40)),
+    )
+    assert len(await _ids(db)) == len(await _ids(other_db)) == 41
+
+
+async def test_in_memory_sqlite_works(tmp_path):
+    from sqlmodel import SQLModel
+
+    import bot.store.models  # noqa: F401
+
+    async with Database("sqlite+aiosqlite:///:memory:") as db:
+        await db.transact(lambda connection: SQLModel.metadata.create_all(connection))
+        await db.transact(_insert, "m", 1)
+        assert await _ids(db) == ["m"]
+
+
+def _big_rows(connection, start: int, count: int) -> None:
+    connection.execute(
+        text("INSERT INTO runs_blob (n, body) VALUES (:n, :body)"),
+        [{"n": start + n, "body": "x" * 4000} for n in range(count)],
+    )
+
+
+async def _blob_table(db: Database) -> None:
+    await db.transact(
+        lambda connection: connection.execute(
+            text("CREATE TABLE IF NOT EXISTS runs_blob (n INTEGER PRIMARY KEY, body TEXT)")
+        )
+    )
+
+
+async def _wait_for(condition, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_writer_never_checkpoints_the_background_thread_does(migrated_url):
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite WAL")
+    path = db_module.sqlite_file(normalize_url(migrated_url))
+    wal = path.with_name(path.name + "-wal")
+    async with Database(migrated_url, checkpoint_interval=3600) as db:
+        await _blob_table(db)
+        size = path.stat().st_size
+        # ~6 MB through the WAL: past SQLite's automatic checkpoint (1000 pages, ~4 MB).
+        for batch in range(15):
+            await db.transact(_big_rows, batch * 100, 100)
+        assert path.stat().st_size == size  # nothing copied into the database file
+        assert wal.stat().st_size > 5_000_000
+        # (Still open: closing the last connection would checkpoint.) A checkpointer copies
+        # the WAL into the database file.
+        async with Database(migrated_url, checkpoint_interval=0.05):
+            await _wait_for(lambda: path.stat().st_size > size + 5_000_000)
+
+
+async def test_checkpoints_do_not_block_writers(migrated_url, monkeypatch):
+    """Passive checkpoints running back to back on their own thread while the writer writes."""
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite WAL")
+    real_checkpoint = db_module.checkpoint
+    busy = threading.Event()
+    stop = threading.Event()
+    checkpoints: list[tuple[int, int, int]] = []
+    threads: set[int] = set()
+
+    def checkpoint_continuously(file: str, *, timeout: float = 5.0) -> tuple[int, int, int]:
+        threads.add(threading.get_ident())
+        while not stop.is_set():
+            checkpoints.append(real_checkpoint(file, timeout=timeout))
+            busy.set()
+        return checkpoints[-1]
+
+    monkeypatch.setattr(db_module, "checkpoint", checkpoint_continuously)
+    async with Database(migrated_url, checkpoint_interval=0.01) as db:
+        await _blob_table(db)
+        await asyncio.to_thread(busy.wait, 5)
+        writer_threads: set[int] = set()
+
+        def write(connection, start: int) -> None:
+            writer_threads.add(threading.get_ident())
+            _big_rows(connection, start, 20)
+
+        slowest = 0.0
+        for batch in range(100):
+            began = time.perf_counter()
+            await db.transact(write, batch * 20)
+            slowest = max(slowest, time.perf_counter() - began)
+        stop.set()
+    assert len(checkpoints) > 1
+    assert any(frames_copied for _, _, frames_copied in checkpoints)
+    assert not threads & writer_threads
+    assert slowest < 1.0  # never waiting on the checkpointer (a busy timeout would be 5 s)
+
+
+async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_only(migrated_url):
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite locking")
+    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
+    other = sqlite3.connect(path, isolation_level=None)
+    async with Database(migrated_url, busy_timeout_ms=50) as db:
+        other.execute("BEGIN IMMEDIATE")  # another process writing
         try:
-            async with db.write():
-                pass  # no statement: on the one-trip driver the BEGIN is never sent
-            async with db.write() as connection:
-                await connection.execute(
-                    INSERT, {"id": f"w{one_trip}", "generation": int(one_trip)}
-                )
-            async with db.read() as connection:
-                assert (
-                    await connection.execute(text("SELECT count(*) FROM conversations"))
-                ).scalar()
+            with pytest.raises(OperationalError, match="locked"):
+                await db.transact(_insert, "locked out", 1)
+            assert await _ids(db) == []  # reads go on meanwhile (WAL)
         finally:
-            await db.dispose()
-    assert sorted(await _all_ids(migrated_url)) == ["wFalse", "wTrue"]
-
-
-async def _all_ids(url: str) -> list[str]:
-    db = await Database.connect(url)
-    try:
-        return await _ids(db)
-    finally:
-        await db.dispose()
+            other.execute("ROLLBACK")
+            other.close()
+        await db.transact(_insert, "after", 2)
+        assert await _ids(db) == ["after"]

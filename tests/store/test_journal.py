@@ -53,8 +53,10 @@ async def claim(ledger: MessageLedger, *message_ids: str, owner: str = "a") -> N
 
 
 async def count(db, table: str) -> int:
-    async with db.read() as connection:
-        return (await connection.execute(text(f"SELECT count(*) FROM {table}"))).scalar()
+    return await db.transact(
+        lambda connection: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar(),
+        write=False,
+    )
 
 
 async def test_the_first_finished_turn_creates_the_conversation_and_records_everything(db, clock):
@@ -151,6 +153,19 @@ async def test_a_turn_without_a_reply_keeps_a_reply_recorded_earlier(db, clock):
     )
     entry = await ledger.get("om_1")
     assert (entry.state, entry.reply_message_id) == ("done", "om_earlier")
+
+
+async def test_a_turn_of_one_message_completes_it_only_while_its_owner_holds_it(db, clock):
+    ledger, journal = MessageLedger(db, clock=clock), TurnJournal(db, clock=clock)
+    await claim(ledger, "om_1")
+    await claim(ledger, "om_2", owner="other")
+    await journal.finish_turn(finished(completed_message_ids=("om_1",)))
+    await journal.finish_turn(
+        finished(run_id="run_2", message_id="om_2", completed_message_ids=("om_2",))
+    )
+    first, second = await ledger.get("om_1"), await ledger.get("om_2")
+    assert (first.state, first.reply_message_id) == ("done", "om_reply")
+    assert (second.state, second.owner, second.reply_message_id) == ("claimed", "other", None)
 
 
 async def test_a_failure_midway_records_nothing(db, clock):

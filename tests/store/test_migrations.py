@@ -32,8 +32,7 @@ async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
 
     database = await Database.connect(url)
     try:
-        async with database.engine.connect() as connection:
-            return await connection.run_sync(read)
+        return await database.transact(read, write=False)
     finally:
         await database.dispose()
 

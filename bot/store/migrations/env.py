@@ -1,7 +1,7 @@
-"""Alembic environment of the store: runs the migrations over the app's async engine.
+"""Alembic environment of the store: runs the migrations in one transaction of the app's Database.
 
 `bot.store.migrate` configures Alembic in code and passes the URL in
-`config.attributes["database_url"]` (a `sqlalchemy.url` main option works too). The async engine
+`config.attributes["database_url"]` (a `sqlalchemy.url` main option works too). The Database
 runs under `asyncio.run()`, so this must not be entered from a thread with a running event loop.
 """
 
@@ -45,12 +45,11 @@ def _run_on(connection: Any) -> None:
 
 
 async def _run_online() -> None:
-    # The app's Database, so SQLite gets its pragmas and transactional DDL (BEGIN IMMEDIATE).
-    database = Database(_database_url(), poolclass=NullPool)
+    # The app's Database, so SQLite gets its pragmas and transactional DDL (BEGIN IMMEDIATE):
+    # Alembic runs inside the transaction, which commits when the migrations are done.
+    database = Database(_database_url(), poolclass=NullPool, checkpoint_interval=None)
     try:
-        async with database.engine.connect() as connection:
-            await connection.run_sync(_run_on)
-            await connection.commit()
+        await database.transact(_run_on)
     finally:
         await database.dispose()
 
