@@ -14,6 +14,7 @@ request in flight, coalescing everything that changed meanwhile:
 - Long answers continue in further cards before the element limit; a card that
   cannot be edited any more (streaming closed, edit window over) is left showing what
   it had, and the rest continues in a new card. Nothing is recalled.
+- An answer complete before anything was shown goes out as one finished card.
 - Fallbacks: when CardKit is unavailable, a normal card is sent and PATCHed at most
   every 1.5 s; when that fails too, the answer goes out as plain reply cards.
 
@@ -57,13 +58,14 @@ from .render import ELEMENT_CHARS, answer_cards
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["cardkit", "patch", "plain", "gone"]
+Mode = Literal["cardkit", "single", "patch", "plain", "gone"]
 
 MIN_GAP = 0.1  # 10 operations a second on one card, Feishu's limit
 DEFAULT_CADENCE = 0.25
 PATCH_GAP = 1.5
 MAX_CADENCE = 1.0
 OPS_PER_SECOND = 10
+PLAIN_RETRY_DELAYS = (0.5, 2.0, 5.0)
 MAX_FINAL_ROUNDS = 8
 
 
@@ -194,9 +196,15 @@ class LiveReply:
     async def _sync(self, *, final: bool) -> None:
         if self.mode == "gone":
             return
-        if self.mode == "plain":
-            if final:
+        if self.mode in ("plain", "single"):
+            if final and self.mode == "plain":
                 await self._send_plain()
+            return
+        if final and not self._cards and not self.view.steps:
+            # The whole answer arrived before anything was shown: one reply with a
+            # finished card costs one API call instead of create, send and update.
+            self.mode = "single"
+            await self._send_plain()
             return
         while True:
             card = self._current_card()
@@ -443,26 +451,50 @@ class LiveReply:
     # -- last resort: plain reply cards ------------------------------------------------
 
     async def _send_plain(self) -> None:
+        """Send what no card shows yet as finished reply cards (retried; text if refused)."""
         start = self._cards[-1].offset + self._cards[-1].shown_raw if self._cards else 0
         rest = self.view.answer[start:] or (self.view.notice if not self.view.answer else "")
         if not rest and not self.view.footer:
             return
         for index, card in enumerate(answer_cards(rest or " ", footer=self.view.footer or None)):
+            message_id = await self._reply_card(card, index, rest)
+            if message_id is None:
+                self.mode = "gone"
+                return
+            self._cards.append(_Card(len(self._cards), start, message_id=message_id))
+
+    async def _reply_card(self, card: dict[str, Any], index: int, text: str) -> str | None:
+        msg_type, content = "interactive", json.dumps(card, ensure_ascii=False)
+        uuid = self._uuid("plain", index)
+        for delay in (*PLAIN_RETRY_DELAYS, None):
             try:
                 sent = await self._count(
                     self._client.reply_message(
                         self._message_id,
-                        msg_type="interactive",
-                        content=json.dumps(card, ensure_ascii=False),
-                        uuid=self._uuid("plain", index),
+                        msg_type=msg_type,
+                        content=content,
+                        uuid=uuid,
                         reply_in_thread=self._in_thread,
                     )
                 )
+                return sent.message_id
+            except (FeishuRateLimited, FeishuTransportError) as exc:
+                if delay is None:
+                    logger.error("the answer to %s was not delivered: %s", self._message_id, exc)
+                    return None
+                wait = getattr(exc, "retry_after", None) or delay
+                await self._sleep(min(wait, 10.0))
+            except (FeishuCardInvalid, FeishuTooLarge):
+                if msg_type == "text":
+                    return None
+                # The same text without card rendering, under its own uuid.
+                msg_type = "text"
+                content = json.dumps({"text": text[:20_000] if index == 0 else "…"})
+                uuid = self._uuid("text", index)
             except FeishuError as exc:
-                logger.error("the answer to %s could not be delivered: %s", self._message_id, exc)
-                self.mode = "gone"
-                return
-            self._cards.append(_Card(len(self._cards), start, message_id=sent.message_id))
+                logger.error("the answer to %s was refused by Feishu: %s", self._message_id, exc)
+                return None
+        return None
 
     # -- helpers -----------------------------------------------------------------------
 
