@@ -1,4 +1,5 @@
-"""Sending the bot's reply to a user's message: idempotent, retried, degraded when needed.
+"""Sending the bot's own notices (command answers, help) as replies: idempotent, retried,
+degraded when needed. Agent answers go through the live card (``bot.feishu.card_writer``).
 
 Every reply carries a Feishu ``uuid`` derived from the message it answers (and the
 part number), so a retried send (after a timeout, a crash, a takeover by another
@@ -27,7 +28,7 @@ from bot.feishu.errors import (
     FeishuTooLarge,
     FeishuTransportError,
 )
-from bot.feishu.render import answer_cards, notice_card
+from bot.feishu.render import notice_card
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +56,6 @@ class ReplySender:
         self._client = client
         self._delays = retry_delays
         self._sleep = sleep
-
-    async def answer(
-        self, target: ReplyTarget, markdown: str, *, footer: str | None = None
-    ) -> list[SentMessage]:
-        """Reply with ``markdown`` as one card, or several when it is long."""
-        sent = []
-        for part, card in enumerate(answer_cards(markdown, footer=footer)):
-            sent.append(await self._send_card(target, card, part, fallback_text=markdown))
-        return sent
 
     async def notice(self, target: ReplyTarget, text: str) -> SentMessage:
         return await self._send_card(target, notice_card(text), 0, fallback_text=text)
