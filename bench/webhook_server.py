@@ -19,6 +19,7 @@ from aiohttp import web
 from bot.app import create_app
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
+from connectors.config import ConnectorsConfig
 
 ANSWER = "ok"
 
@@ -58,7 +59,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
-    app = create_app(settings, llm=InstantLLM())
+    # The no-op agent: an instant model and no connectors (no tools, no tool selection).
+    app = create_app(settings, llm=InstantLLM(), connectors=ConnectorsConfig(explicit=True))
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)

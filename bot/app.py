@@ -21,7 +21,7 @@ from aiohttp import web
 
 from bot.config import Settings
 from bot.conversations import ConversationWorkers
-from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool
+from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import Rejected, parse_card_action
@@ -33,8 +33,20 @@ from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnRunner
-from bot.store import ConversationStore, Database, MessageLedger, RunStore, TurnJournal
+from bot.store import (
+    CallEntry,
+    CallLogStore,
+    ConversationStore,
+    Database,
+    MessageLedger,
+    RunStore,
+    TurnJournal,
+)
 from bot.store.migrate import upgrade
+from connectors.base import ConnectorContext
+from connectors.call_log import CallLogHook, CallRecord
+from connectors.config import ConnectorsConfig
+from connectors.hub import ConnectorHub
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +69,29 @@ class Services:
 SERVICES = web.AppKey("services", Services)
 
 
+@dataclass(frozen=True)
+class Overrides:
+    """What tests (and embedders) may supply instead of what the settings describe."""
+
+    llm: LLM | None = None
+    tools: Sequence[Tool] = ()  # added to the connectors' tools
+    hooks: Sequence[object] = ()
+    connectors: ConnectorsConfig | None = None  # None: from the settings
+    owner: str | None = None
+    clock: Callable[[], float] = time.time
+
+
 def create_app(
     settings: Settings,
     *,
     llm: LLM | None = None,
     tools: Sequence[Tool] = (),
     hooks: Sequence[object] = (),
+    connectors: ConnectorsConfig | None = None,
     owner: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> web.Application:
+    overrides = Overrides(llm, tools, hooks, connectors, owner, clock)
     feishu_config = settings.feishu()
     verifier = WebhookVerifier(
         verification_token=feishu_config.verification_token,
@@ -87,35 +113,47 @@ def create_app(
     app.router.add_post("/feishu/events", events_handler(verifier, on_event))
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
     app.router.add_get("/healthz", _healthz)
-    app.cleanup_ctx.append(
-        _lifecycle(settings, llm=llm, tools=tools, hooks=hooks, owner=owner, clock=clock)
-    )
+    app.cleanup_ctx.append(_lifecycle(settings, overrides))
     return app
 
 
+async def build_connectors(
+    settings: Settings, overrides: Overrides, feishu: FeishuClient
+) -> ConnectorHub:
+    config = overrides.connectors or settings.connectors()
+    return await ConnectorHub.build(
+        config,
+        ConnectorContext(feishu=feishu),
+        feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
+    )
+
+
 def _lifecycle(
-    settings: Settings,
-    *,
-    llm: LLM | None,
-    tools: Sequence[Tool],
-    hooks: Sequence[object],
-    owner: str | None,
-    clock: Callable[[], float],
+    settings: Settings, overrides: Overrides
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        clock = overrides.clock
         runtime = settings.runtime()
         await asyncio.to_thread(upgrade, settings.database_url)
         database = await Database.connect(settings.database_url)
         feishu = FeishuClient(settings.feishu())
-        model = llm or _default_llm(settings)
+        model = overrides.llm or _default_llm(settings)
         identity = BotIdentity(feishu)
         identity.start()
-        me = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        me = overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         ledger = MessageLedger(database, clock=clock)
         conversations = ConversationStore(database, clock=clock)
         interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
         if interrupted:
             logger.info("%d runs left by a stopped process are marked interrupted", interrupted)
+        hub = await build_connectors(settings, overrides, feishu)
+        tools = ToolRegistry([*hub.registry, *overrides.tools])
+        call_log = CallLogStore(database)
+
+        async def record_call(record: CallRecord) -> None:
+            await call_log.record(CallEntry(**{k: getattr(record, k) for k in CallEntry.__slots__}))
+
+        hooks = [*overrides.hooks, CallLogHook(record_call, hub.connector_of, clock=clock)]
         tasks = TaskTracker()
         in_flight = InFlight()
         replies = ReplySender(feishu)
@@ -123,7 +161,7 @@ def _lifecycle(
         budget = settings.llm().context_budget
 
         def agent_factory() -> ReActAgent:
-            return ReActAgent(model, list(tools), hooks=hooks, context_budget=budget)
+            return ReActAgent(model, tools, hooks=hooks, context_budget=budget)
 
         turns = TurnRunner(
             agent_factory=agent_factory,
@@ -182,7 +220,8 @@ def _lifecycle(
             yield
         finally:
             await _shutdown(app[SERVICES], chores, runtime.shutdown_grace_seconds)
-            if llm is None and isinstance(model, OpenAICompatibleLLM):
+            await hub.aclose()
+            if overrides.llm is None and isinstance(model, OpenAICompatibleLLM):
                 await model.aclose()
 
     return lifecycle

@@ -7,13 +7,18 @@ environment. Optional per-group rules come from ``larkgate.toml`` (``LARKGATE_CO
 
 from __future__ import annotations
 
+import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from bot.feishu.config import FeishuConfig
+from connectors.config import ConnectorsConfig, merge_environment
 
 GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
 GROUP_SCOPES: tuple[GroupScope, ...] = ("chat", "chat_sender", "topic", "topic_sender")
@@ -62,6 +67,9 @@ class Settings(BaseSettings):
     larkgate_history_messages: int = Field(default=20, ge=0)
     larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     larkgate_log_level: str = "INFO"
+    # Connectors named in DESIGN §4 (any other setting: <NAME>_CONNECTOR_<SETTING>).
+    sql_connector_url: SecretStr = SecretStr("")
+    http_connector_allowed_hosts: str = ""
     # Live answer cards: snapshots per second per card (Feishu allows 10 operations).
     larkgate_card_updates_per_second: float = Field(default=4.0, gt=0, le=10)
 
@@ -118,6 +126,17 @@ class Settings(BaseSettings):
             max_event_age_seconds=self.larkgate_max_event_age_seconds,
         )
 
+    def connectors(self, environ: Mapping[str, str] | None = None) -> ConnectorsConfig:
+        """Connector sections from larkgate.toml with environment overrides on top."""
+        sections, explicit = load_connector_sections(self.larkgate_config)
+        env = dict(os.environ if environ is None else environ)
+        # The two named settings may also come from .env, which os.environ lacks.
+        if self.sql_connector_url.get_secret_value():
+            env.setdefault("SQL_CONNECTOR_URL", self.sql_connector_url.get_secret_value())
+        if self.http_connector_allowed_hosts:
+            env.setdefault("HTTP_CONNECTOR_ALLOWED_HOSTS", self.http_connector_allowed_hosts)
+        return ConnectorsConfig(merge_environment(sections, env), explicit)
+
     def missing_for_serve(self) -> list[str]:
         """The settings ``larkgate serve`` cannot run without."""
         required = {
@@ -131,16 +150,6 @@ class Settings(BaseSettings):
                 self.feishu_verification_token.get_secret_value()
             )
         return [name for name, value in required.items() if not value]
-
-
-@dataclass(frozen=True, slots=True)
-class FeishuConfig:
-    app_id: str
-    app_secret: str = field(repr=False)
-    verification_token: str = field(repr=False)
-    encrypt_key: str = field(repr=False)
-    domain: str
-    max_event_age_seconds: int = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,12 +219,7 @@ def load_group_rules(path: Path | None) -> _FileRules:
     """
     if path is None:
         return _FileRules()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise SettingsError(f"LARKGATE_CONFIG points to {path}, which does not exist") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
+    data = _read_toml(path)
     section = data.get("groups", {})
     if not isinstance(section, dict):
         raise SettingsError(f"{path}: [groups] must be a table")
@@ -238,6 +242,28 @@ def load_group_rules(path: Path | None) -> _FileRules:
             raise SettingsError(f"{path}: groups.{chat_id}.require_mention must be true or false")
         groups[chat_id] = GroupRule(require_mention=mention, scope=scope)
     return _FileRules(frozenset(allowlist), groups)
+
+
+def load_connector_sections(path: Path | None) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The ``[connectors.<name>]`` tables of larkgate.toml, and whether there is one."""
+    if path is None:
+        return {}, False
+    data = _read_toml(path)
+    section = data.get("connectors")
+    if section is None:
+        return {}, False
+    if not isinstance(section, dict) or not all(isinstance(v, dict) for v in section.values()):
+        raise SettingsError(f"{path}: [connectors] must hold one table per connector")
+    return {name: dict(values) for name, values in section.items()}, True
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SettingsError(f"LARKGATE_CONFIG points to {path}, which does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
 
 
 def load_settings(**overrides: object) -> Settings:

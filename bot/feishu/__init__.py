@@ -1,10 +1,13 @@
 """Feishu wire: the API client, its tokens and error tree, webhooks, cards, streaming.
 
 ``FeishuClient`` is the only way the bot calls the Feishu OpenAPI (through lark-oapi);
-its failures are the ``FeishuError`` tree of :mod:`bot.feishu.errors`.
+its failures are the ``FeishuError`` tree of :mod:`bot.feishu.errors`. The client
+(and lark-oapi, ~2 s and 150 MB to import) loads on first use, so light modules such as
+``bot.feishu.config`` stay light.
 """
 
-from .client import BotInfo, FeishuClient, SentMessage
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     FeishuCardInvalid,
     FeishuEditWindowClosed,
@@ -20,6 +23,9 @@ from .errors import (
     error_for,
 )
 from .tokens import TenantTokenManager
+
+if TYPE_CHECKING:
+    from .client import BotInfo, FeishuClient, SentMessage
 
 __all__ = [
     "BotInfo",
@@ -39,3 +45,11 @@ __all__ = [
     "TenantTokenManager",
     "error_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("BotInfo", "FeishuClient", "SentMessage"):
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

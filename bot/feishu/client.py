@@ -67,8 +67,7 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.core.exception import UnmarshalException
 
-from bot.config import FeishuConfig
-
+from .config import FeishuConfig
 from .errors import FeishuError, FeishuTokenInvalid, FeishuTransportError, error_for
 from .tokens import TenantTokenManager
 from .transport import PooledTransport

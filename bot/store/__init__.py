@@ -12,6 +12,7 @@ Each store method is one short transaction, `db.transact(fn, ...)`: a synchronou
 runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
 """
 
+from bot.store.call_log import CallEntry, CallLogStore
 from bot.store.conversations import (
     Conversation,
     ConversationStore,
@@ -26,6 +27,8 @@ from bot.store.runs import RunRecord, RunStore
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
+    "CallEntry",
+    "CallLogStore",
     "Claim",
     "ClaimOutcome",
     "Conversation",

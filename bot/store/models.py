@@ -6,7 +6,17 @@ return frozen value objects, never these rows.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlmodel import Field, SQLModel
 
 # message_claims.state
@@ -116,3 +126,23 @@ class RunRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     started_at: float = Field(sa_type=Double)
     finished_at: float | None = Field(default=None, sa_type=Double)
+
+
+class ConnectorCallRow(SQLModel, table=True):
+    """One tool call through a connector: what, how it went, how long (no arguments kept)."""
+
+    __tablename__ = "connector_call_log"
+    __table_args__ = (
+        Index("ix_connector_call_log_created_at", "created_at"),
+        Index("ix_connector_call_log_run_id", "run_id"),
+    )
+
+    id: int | None = Field(default=None, sa_type=Integer, primary_key=True)
+    run_id: str = Field(sa_type=String)
+    tool: str = Field(sa_type=String)
+    connector: str = Field(sa_type=String)
+    arguments_digest: str = Field(sa_type=String)
+    ok: bool = Field(sa_type=Boolean)
+    error: str | None = Field(default=None, sa_type=Text)
+    duration_ms: float = Field(sa_type=Double)
+    created_at: float = Field(sa_type=Double)

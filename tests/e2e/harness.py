@@ -22,6 +22,7 @@ from aiohttp import web
 from bot.app import SERVICES, Services, create_app
 from bot.config import Settings, load_settings
 from bot.engine import LLM, Tool
+from connectors.config import ConnectorsConfig
 
 from fakes.feishu_push import message_event, plain_request, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
@@ -161,8 +162,16 @@ async def running_bot(
     llm: LLM | None = None,
     owner: str | None = None,
     tools: Sequence[Tool] = (),
+    connectors: ConnectorsConfig | None = None,
 ) -> AsyncIterator[Bot]:
-    app = create_app(settings, llm=llm, owner=owner, tools=tools)
+    # No connectors unless a test asks: their tools would change what the model is sent.
+    app = create_app(
+        settings,
+        llm=llm,
+        owner=owner,
+        tools=tools,
+        connectors=connectors or ConnectorsConfig(explicit=True),
+    )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

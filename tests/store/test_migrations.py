@@ -14,7 +14,7 @@ from sqlmodel import SQLModel
 from bot.store import Database, current_revision, head_revision, upgrade
 from bot.store.migrate import MIGRATIONS_DIR, alembic_config
 
-TABLES = {"message_claims", "conversations", "conversation_messages", "runs"}
+TABLES = {"message_claims", "conversations", "conversation_messages", "runs", "connector_call_log"}
 
 
 async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
@@ -41,7 +41,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0001"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0002"
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):
@@ -75,3 +75,15 @@ def test_the_migration_templates_ship_with_the_package():
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").is_file()
+
+
+async def test_the_call_log_is_recorded_and_read_back(database_url):
+    from bot.store import CallEntry, CallLogStore, Database
+
+    await asyncio.to_thread(upgrade, database_url)
+    async with Database(database_url) as db:
+        log = CallLogStore(db)
+        entry = CallEntry("run1", "sql_query", "sql", "ab12", False, "boom", 12.5, 1.0)
+        await log.record(entry)
+        await log.record(CallEntry("run2", "calculator", "utilities", "cd34", True, None, 0.2, 2.0))
+        assert await log.for_run("run1") == [entry]

@@ -1,0 +1,78 @@
+"""A PostToolUse hook that records every connector call (tool, arguments digest, outcome,
+duration, run) through a sink the composition root provides (the store).
+
+Only a digest of the arguments is kept: they may hold personal data. A failing sink is
+logged and never withholds the observation from the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.engine import HookResult, ToolUse
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    run_id: str
+    tool: str
+    connector: str
+    arguments_digest: str
+    ok: bool
+    error: str | None
+    duration_ms: float
+    created_at: float
+
+
+Sink = Callable[[CallRecord], Awaitable[None]]
+
+
+class CallLogHook:
+    def __init__(
+        self,
+        sink: Sink,
+        connector_of: Callable[[str], str | None],
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sink = sink
+        self._connector_of = connector_of
+        self._clock = clock
+        self._monotonic = monotonic
+        self._started: dict[tuple[str, str], float] = {}
+
+    async def pre_tool_use(self, call: ToolUse) -> HookResult:
+        self._started[(call.run.run_id, call.call_id)] = self._monotonic()
+        return HookResult()
+
+    async def post_tool_use(self, call: ToolUse, observation: str) -> HookResult:
+        started = self._started.pop((call.run.run_id, call.call_id), None)
+        duration = (self._monotonic() - started) * 1000 if started is not None else 0.0
+        record = CallRecord(
+            run_id=call.run.run_id,
+            tool=call.name,
+            connector=self._connector_of(call.name) or "",
+            arguments_digest=arguments_digest(call.arguments),
+            ok=call.error is None,
+            error=call.error,
+            duration_ms=round(duration, 3),
+            created_at=self._clock(),
+        )
+        try:
+            await self._sink(record)
+        except Exception:  # the audit trail failing must not hide a result from the model
+            logger.exception("could not record the call of %s", call.name)
+        return HookResult()
+
+
+def arguments_digest(arguments: object) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
