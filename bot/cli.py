@@ -17,12 +17,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (default LARKGATE_HOST or 0.0.0.0)")
     serve.add_argument("--port", type=int, help="listen port (default LARKGATE_PORT or 8000)")
     commands.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
+    commands.add_parser(
+        "check",
+        help="check the settings, Feishu, the model and the connectors; exit 1 on a problem",
+    )
     args = parser.parse_args(argv)
 
     try:
         settings = load_settings()
         if args.command == "serve":
             return _serve(settings, args.host, args.port)
+        if args.command == "check":
+            return _check(settings)
         return _migrate(settings)
     except SettingsError as exc:
         print(f"larkgate: {exc}", file=sys.stderr)
@@ -60,6 +66,19 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
     )
     return 0
+
+
+def _check(settings: Settings) -> int:
+    import asyncio
+
+    from bot.checks import run_checks
+
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    results = asyncio.run(run_checks(settings))
+    width = max(len(r.name) for r in results)
+    for result in results:
+        print(f"{'ok  ' if result.ok else 'FAIL'}  {result.name:<{width}}  {result.detail}")
+    return 0 if all(r.ok for r in results) else 1
 
 
 def _migrate(settings: Settings) -> int:
