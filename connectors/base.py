@@ -15,12 +15,14 @@ import logging
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from bot.engine import Tool, ToolError, tool_from_function
-from bot.feishu.client import FeishuClient
+
+if TYPE_CHECKING:  # lark-oapi is heavy: only the Feishu connector needs it loaded
+    from bot.feishu.client import FeishuClient
 
 logger = logging.getLogger(__name__)
 
