@@ -331,6 +331,21 @@ class FeishuClient:
             reply_in_thread=reply_in_thread,
         )
 
+    # -- any other endpoint ---------------------------------------------------------
+
+    async def call(self, endpoint: str, request: lark.BaseRequest) -> dict[str, Any]:
+        """Send a request built with one of lark-oapi's generated builders; its parsed body.
+
+        The same plumbing as every method above: the tenant token (refreshed and the call
+        retried once on a token error), ``call_counts[endpoint]``, and a ``code != 0``
+        answer raised as the mapped :class:`FeishuError`. ``endpoint`` names the call in
+        counts and logs, e.g. ``"calendar.event.list"``. The body is Feishu's whole
+        envelope (``code``, ``msg``, ``data``). Only endpoints whose builder accepts a tenant
+        token work here: one that takes a user token only is sent without a token.
+        """
+        _, body = await self._request(endpoint, request)
+        return body
+
     # -- plumbing -------------------------------------------------------------------
 
     async def _request(

@@ -30,6 +30,66 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     Every route but the token one wants ``Authorization: Bearer <valid token>``: missing
     answers 99991661, unknown/expired/revoked 99991663 (HTTP 400). Unknown routes get
     aiohttp's plain-text 404, as a real gateway answers with a non-JSON page.
+    The workspace routes (contacts, chat list and history, calendar, tasks, Base, docx) are
+    listed under "Workspace" below.
+
+Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public state)
+    A small tenant the workspace tools read and change: users Alice Wang (ou_fake_alice),
+    Bob Li (ou_fake_bob) in department "0" and 张伟 (ou_fake_zhang) in "od-fake-sales";
+    chats oc_fake_eng and oc_fake_launch (the bot is a member) and oc_fake_hr (it is not),
+    with history in oc_fake_eng (text, post, image, a text with an @mention); the bot's
+    primary calendar ``BOT_CALENDAR_ID`` (events tomorrow, in 2 days, 3 days ago, a
+    cancelled one, an all-day one in 4 days) and a calendar the app may not read; tasks the
+    app created, one a person created, tasklists fake-tasklist-launch (app is a member) and
+    fake-tasklist-secret (not); Base bascnFakeProjects / tblFakeTasks (text, select,
+    person, number, date, multi select, checkbox, url columns; 4 records) and
+    bascnFakeLocked (no access); docs doxcnFakeHandbook and doxcnFakeSecret (no access);
+    folder fldcnFakeShared. Times are relative to now. ``add_user``, ``add_chat``,
+    ``add_event``, ``add_task``, ``add_record``, ``add_document`` seed more.
+    Lists answer ``data: {items, has_more, page_token}`` (the token is an offset) and
+    check ``page_size`` against Feishu's range (99992402 outside it, or for a bad
+    ``user_id_type``, ``page_token`` or missing required parameter).
+    POST  /open-apis/contact/v3/users/batch_get_id        ``emails``/``mobiles`` (1-50 each)
+          -> ``user_list`` [{email|mobile, user_id?}]; mobiles match with or without +86
+    GET   /open-apis/contact/v3/users/batch?user_ids=..   (1-50) -> ``items`` [user]
+    GET   /open-apis/contact/v3/users/find_by_department  direct members, page_size <= 50;
+          an unknown department answers 40004
+    GET   /open-apis/im/v1/chats                          the chats the bot is in, <= 100
+    GET   /open-apis/im/v1/messages?container_id_type=chat&container_id=..  sort_type
+          ByCreateTimeAsc/Desc, start_time/end_time (seconds), page_size <= 50; the bot
+          not in the chat: 230002; a chat nobody knows: 230001. Sent messages show up.
+    POST  /open-apis/calendar/v4/calendars/primary         the bot's primary calendar
+    GET   .../calendars/{calendar_id}/events               start_time+end_time together
+          (one page, cut at page_size, no page_token), else paged; page_size 50-1000;
+          unknown calendar 191000, no reader access 191002; cancelled events included
+    POST  .../calendars/{calendar_id}/events               TimeInfo checks (timestamp xor
+          date; 99992402), end before start 190002, writer access (191002);
+          ``idempotency_key`` returns the first event
+    POST  .../events/{event_id}/attendees                  user/chat attendees (unknown
+          ids 190002, unknown event 193001); inviting someone twice adds nothing
+    GET   /open-apis/task/v1/tasks                         with the tenant token: tasks the
+          app created (v1 and v2 share ids here), ``task_completed``
+    GET   /open-apis/task/v2/tasklists/{guid}/tasks        unknown 1470404, app not a
+          member 1470403; ``completed``
+    POST  /open-apis/task/v2/tasks                         summary required, members must
+          be known users with role assignee/follower (1470400); ``client_token``
+    POST  /open-apis/bitable/v1/apps/{app}/tables/{table}/records/search   view_id,
+          field_names (1254024), sort (1254016), filter with and/or conditions (unknown
+          field 1254045, bad operator or value 1254018); text cells answer as segments
+          and people with names, as Feishu does; ``total``
+    POST  /open-apis/bitable/v1/apps/{app}/tables/{table}/records   ``fields`` checked per
+          column type (1254060-1254068), unknown column 1254045, new select options
+          added; ``client_token``. Unknown app 1254040 / table 1254041 (Base answers its
+          errors with HTTP 200), an app without access 91403
+    GET   /open-apis/docx/v1/documents/{id}/raw_content   title and block texts, a line each;
+          unknown 1770002, no access 1770032
+    POST  /open-apis/docx/v1/documents                     title <= 800, folder_token must be
+          a known folder (1770001)
+    POST  /open-apis/docx/v1/documents/{id}/blocks/{id}/children   the page block only;
+          1-50 text/heading/bullet/ordered/code/quote/divider blocks (1770001 otherwise),
+          ``index``, ``client_token``; the document's revision goes up
+    Message create refuses a known chat the bot is not in (230002); with ``strict``, an
+    unknown chat (230001) or user (230013).
 
 Messages
     ``uuid`` is honoured: a second create/reply with a uuid already seen returns the first
@@ -110,6 +170,8 @@ Extending (CardKit and more)
     Add a handler method, register it in ``_routes()``, read the parsed body from
     ``_body(request)``, answer with ``_ok(data)`` and refuse with ``raise FakeError(code)``
     (the middleware renders it, with a log id). Keep state in dataclasses on the fake.
+    Workspace endpoints live on :class:`FakeWorkspace` (``routes()``); ``_paged`` and
+    ``_query_int`` give them Feishu's paging and parameter checks.
 """
 
 from __future__ import annotations
@@ -122,6 +184,7 @@ import re
 import secrets
 import socket
 import time
+from calendar import timegm
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -186,6 +249,38 @@ DEFAULT_MSGS = {
     300310: "element type does not support streaming content",
     300313: "element not found",
     300317: "sequence number compare failed",
+    40004: "no dept authority",
+    41050: "no user authority",
+    91403: "Forbidden",
+    190002: "invalid parameters in request",
+    191000: "calendar not found",
+    191002: "no calendar access_role",
+    193001: "event not found",
+    230002: "The bot can not be outside the group.",
+    230013: "Bot has NO availability to this user.",
+    1254001: "WrongRequestBody",
+    1254016: "InvalidSort",
+    1254018: "InvalidFilter",
+    1254024: "InvalidFieldNames",
+    1254040: "BaseTokenNotFound",
+    1254041: "TableIdNotFound",
+    1254042: "ViewIdNotFound",
+    1254045: "FieldNameNotFound",
+    1254060: "TextFieldConvFail",
+    1254061: "NumberFieldConvFail",
+    1254062: "SingleSelectFieldConvFail",
+    1254063: "MultiSelectFieldConvFail",
+    1254064: "DatetimeFieldConvFail",
+    1254065: "CheckboxFieldConvFail",
+    1254066: "UserFieldConvFail",
+    1254068: "URLFieldConvFail",
+    1254302: "Permission denied.",
+    1470400: "invalid request params",
+    1470403: "permission denied",
+    1470404: "resource not found",
+    1770001: "invalid param",
+    1770002: "not found",
+    1770032: "forBidden",
 }
 
 
@@ -235,6 +330,7 @@ class FakeMessage:
     update_time_ms: int = 0
     history: list[Any] = field(default_factory=list)  # contents before each patch
     card_id: str | None = None  # set when the message carries a CardKit card entity
+    mentions: list[dict[str, Any]] = field(default_factory=list)  # the wire's mentions
 
     def to_wire(self) -> dict[str, Any]:
         """The message object of Feishu's IM API (empty ids left out, times as strings)."""
@@ -253,7 +349,7 @@ class FakeMessage:
                 "tenant_key": TENANT_KEY,
             },
             "body": {"content": json.dumps(self.content, ensure_ascii=False)},
-            "mentions": [],
+            "mentions": [dict(m) for m in self.mentions],
             "upper_message_id": "",
         }
         for name in ("root_id", "parent_id", "thread_id"):
@@ -299,6 +395,1093 @@ class FakeCard:
     def set_streaming(self, on: bool, now: float) -> None:
         self.streaming_mode = on
         self.streaming_since = now if on else None
+
+
+# -- the workspace: contacts, chats, calendar, tasks, Base, docx --------------------------
+
+HOUR_S = 3600
+DAY_S = 24 * HOUR_S
+BOT_CALENDAR_ID = "feishu.cn_fakebot0001@group.calendar.feishu.cn"
+PAGE_PREFIX = "fake_page_"
+APPLINK = "https://applink.feishu.cn"
+# docx block types the fake accepts in block children create, with their content key.
+DOCX_BLOCKS = {
+    2: "text",
+    **{2 + level: f"heading{level}" for level in range(1, 10)},
+    12: "bullet",
+    13: "ordered",
+    14: "code",
+    15: "quote",
+    22: "divider",
+}
+BITABLE_FIELD_TYPES = {  # field type name -> Feishu's numeric type (wire ``type``)
+    "text": 1,
+    "number": 2,
+    "single_select": 3,
+    "multi_select": 4,
+    "date": 5,
+    "checkbox": 7,
+    "person": 11,
+    "url": 15,
+}
+BITABLE_OPERATORS = (
+    "is",
+    "isNot",
+    "contains",
+    "doesNotContain",
+    "isEmpty",
+    "isNotEmpty",
+    "isGreater",
+    "isGreaterEqual",
+    "isLess",
+    "isLessEqual",
+)
+
+
+@dataclass
+class FakeUser:
+    open_id: str
+    name: str
+    email: str = ""
+    mobile: str = ""  # "+86..." like Feishu
+    en_name: str = ""
+    job_title: str = ""
+    department_ids: list[str] = field(default_factory=lambda: ["0"])
+    resigned: bool = False
+
+    @property
+    def user_id(self) -> str:
+        return "u_" + self.open_id.removeprefix("ou_")
+
+    @property
+    def union_id(self) -> str:
+        return "on_" + self.open_id.removeprefix("ou_")
+
+    def id_of(self, user_id_type: str) -> str:
+        return {"user_id": self.user_id, "union_id": self.union_id}.get(user_id_type, self.open_id)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "open_id": self.open_id,
+            "user_id": self.user_id,
+            "union_id": self.union_id,
+            "name": self.name,
+            "en_name": self.en_name,
+            "nickname": "",
+            "email": self.email,
+            "enterprise_email": "",
+            "mobile": self.mobile,
+            "mobile_visible": True,
+            "job_title": self.job_title,
+            "department_ids": list(self.department_ids),
+            "status": {
+                "is_activated": not self.resigned,
+                "is_frozen": False,
+                "is_resigned": self.resigned,
+                "is_exited": False,
+                "is_unjoin": False,
+            },
+            "avatar": {"avatar_72": "https://example.invalid/a72.png"},
+            "tenant_key": TENANT_KEY,
+        }
+
+
+@dataclass
+class FakeChat:
+    chat_id: str
+    name: str
+    description: str = ""
+    owner_open_id: str = ""
+    bot_is_member: bool = True
+    external: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "chat_id": self.chat_id,
+            "avatar": "https://example.invalid/chat.png",
+            "name": self.name,
+            "description": self.description,
+            "owner_id": self.owner_open_id,
+            "owner_id_type": "open_id",
+            "external": self.external,
+            "tenant_key": TENANT_KEY,
+            "chat_status": "normal",
+        }
+
+
+@dataclass
+class FakeEvent:
+    event_id: str
+    calendar_id: str
+    summary: str
+    start: dict[str, str]  # TimeInfo as sent: {"timestamp": "...", "timezone": ...} or {"date"}
+    end: dict[str, str]
+    description: str = ""
+    location: dict[str, Any] | None = None
+    status: str = "confirmed"
+    attendees: list[dict[str, Any]] = field(default_factory=list)
+    create_time: int = 0  # epoch seconds
+    recurrence: str = ""
+
+    def bounds(self) -> tuple[int, int]:
+        """(start, end) in epoch seconds; an all-day event spans its dates in UTC."""
+        return _event_time(self.start), _event_time(self.end, end=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "event_id": self.event_id,
+            "organizer_calendar_id": self.calendar_id,
+            "summary": self.summary,
+            "description": self.description,
+            "start_time": dict(self.start),
+            "end_time": dict(self.end),
+            "vchat": {"vc_type": "no_meeting"},
+            "visibility": "default",
+            "attendee_ability": "can_see_others",
+            "free_busy_status": "busy",
+            "color": -1,
+            "reminders": [],
+            "recurrence": self.recurrence,
+            "status": self.status,
+            "is_exception": False,
+            "recurring_event_id": "",
+            "create_time": str(self.create_time),
+            "app_link": f"{APPLINK}/client/calendar/event/detail?eventId={self.event_id}",
+            "event_organizer": {"user_id": "", "display_name": "larkgate"},
+        }
+        if self.location:
+            wire["location"] = dict(self.location)
+        return wire
+
+
+@dataclass
+class FakeCalendar:
+    calendar_id: str
+    summary: str
+    type: str = "shared"  # primary, shared, google, resource, exchange
+    role: str = "owner"  # the app's access: owner, writer, reader, free_busy_reader
+    events: list[FakeEvent] = field(default_factory=list)
+    idempotency: dict[str, str] = field(default_factory=dict)  # key -> event_id
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "calendar_id": self.calendar_id,
+            "summary": self.summary,
+            "description": "",
+            "permissions": "private",
+            "color": -1,
+            "type": self.type,
+            "summary_alias": "",
+            "is_deleted": False,
+            "is_third_party": False,
+            "role": self.role,
+        }
+
+
+@dataclass
+class FakeTask:
+    guid: str
+    summary: str
+    description: str = ""
+    due_ms: int | None = None
+    due_all_day: bool = False
+    completed_ms: int = 0
+    members: list[dict[str, str]] = field(default_factory=list)  # {id, type, role}
+    tasklist_guids: list[str] = field(default_factory=list)
+    creator: dict[str, str] = field(default_factory=dict)  # {id, type: "app"|"user"}
+    created_ms: int = 0
+    number: int = 0  # the human task id "t100001"
+
+    def to_v2(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "guid": self.guid,
+            "task_id": f"t{100000 + self.number}",
+            "summary": self.summary,
+            "description": self.description,
+            "completed_at": str(self.completed_ms),
+            "members": [dict(m) for m in self.members],
+            "creator": dict(self.creator),
+            "created_at": str(self.created_ms),
+            "updated_at": str(self.created_ms),
+            "status": "done" if self.completed_ms else "todo",
+            "url": f"{APPLINK}/client/todo/detail?guid={self.guid}",
+            "tasklists": [{"tasklist_guid": g, "section_guid": ""} for g in self.tasklist_guids],
+            "subtask_count": 0,
+            "mode": 2,
+            "is_milestone": False,
+        }
+        if self.due_ms is not None:
+            wire["due"] = {"timestamp": str(self.due_ms), "is_all_day": self.due_all_day}
+        return wire
+
+    def to_v2_summary(self) -> dict[str, Any]:
+        """The short form ``tasklist.tasks`` lists."""
+        wire = self.to_v2()
+        keep = ("guid", "summary", "completed_at", "due", "members", "subtask_count")
+        return {key: wire[key] for key in keep if key in wire}
+
+    def to_v1(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "id": self.guid,
+            "summary": self.summary,
+            "description": self.description,
+            "complete_time": str(self.completed_ms // 1000),
+            "creator_id": self.creator.get("id", ""),
+            "create_time": str(self.created_ms // 1000),
+            "update_time": str(self.created_ms // 1000),
+            "extra": "",
+            "can_edit": True,
+            "collaborators": [{"id": m["id"]} for m in self.members if m.get("role") == "assignee"],
+            "followers": [{"id": m["id"]} for m in self.members if m.get("role") == "follower"],
+        }
+        if self.due_ms is not None:
+            wire["due"] = {
+                "time": str(self.due_ms // 1000),
+                "timezone": "Asia/Shanghai",
+                "is_all_day": self.due_all_day,
+            }
+        return wire
+
+
+@dataclass
+class FakeTasklist:
+    guid: str
+    name: str
+    app_is_member: bool = True
+
+
+@dataclass
+class FakeBitableTable:
+    table_id: str
+    name: str
+    fields: dict[str, str]  # field name -> type name (BITABLE_FIELD_TYPES)
+    records: list[dict[str, Any]] = field(default_factory=list)  # {record_id, fields}
+    options: dict[str, list[str]] = field(default_factory=dict)  # select field -> options
+    views: list[str] = field(default_factory=lambda: ["vewFakeGrid"])
+    client_tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class FakeBitableApp:
+    app_token: str
+    name: str
+    tables: dict[str, FakeBitableTable] = field(default_factory=dict)
+    app_has_access: bool = True
+
+
+@dataclass
+class FakeDocument:
+    document_id: str
+    title: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # docx blocks as sent
+    folder_token: str = ""
+    revision_id: int = 1
+    app_has_access: bool = True
+    client_tokens: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def raw_text(self) -> str:
+        """What ``raw_content`` answers: the title, then each block's text on its line."""
+        lines = [self.title]
+        for block in self.blocks:
+            key = DOCX_BLOCKS.get(block.get("block_type", 0), "")
+            elements = (block.get(key) or {}).get("elements") or []
+            lines.append(
+                "".join(str((e.get("text_run") or {}).get("content", "")) for e in elements)
+            )
+        return "\n".join(lines) + "\n"
+
+
+class FakeWorkspace:
+    """The workspace behind the contact, chat, calendar, task, Base and docx endpoints.
+
+    Seeded with a small, realistic tenant (see the module doc); every list is public
+    state a test may change or extend with the ``add_*`` helpers.
+    """
+
+    def __init__(self, fake: FakeFeishu) -> None:
+        self._fake = fake
+        self._numbers = itertools.count(1)
+        self.users: dict[str, FakeUser] = {}  # open_id -> user
+        self.departments: set[str] = {"0"}
+        self.chats: dict[str, FakeChat] = {}
+        self.calendars: dict[str, FakeCalendar] = {}
+        self.primary_calendar_id = BOT_CALENDAR_ID
+        self.tasks: dict[str, FakeTask] = {}
+        self.tasklists: dict[str, FakeTasklist] = {}
+        self.task_client_tokens: dict[str, str] = {}  # client_token -> guid
+        self.bitables: dict[str, FakeBitableApp] = {}
+        self.documents: dict[str, FakeDocument] = {}
+        self.folders: set[str] = {"fldcnFakeShared"}
+        self._seed()
+
+    # -- helpers for tests ---------------------------------------------------------------
+
+    def add_user(self, open_id: str, name: str, **fields: Any) -> FakeUser:
+        user = FakeUser(open_id, name, **fields)
+        self.users[open_id] = user
+        self.departments.update(user.department_ids)
+        return user
+
+    def add_chat(
+        self, chat_id: str, name: str, description: str = "", owner: str = "", **fields: Any
+    ) -> FakeChat:
+        chat = FakeChat(chat_id, name, description, owner, **fields)
+        self.chats[chat_id] = chat
+        return chat
+
+    def add_event(
+        self,
+        summary: str,
+        start_s: int,
+        end_s: int,
+        *,
+        calendar_id: str | None = None,
+        **fields: Any,
+    ) -> FakeEvent:
+        calendar = self.calendars[calendar_id or self.primary_calendar_id]
+        event = FakeEvent(
+            event_id=f"{secrets.token_hex(4)}-fake-{next(self._numbers):04d}_0",
+            calendar_id=calendar.calendar_id,
+            summary=summary,
+            start={"timestamp": str(start_s), "timezone": "Asia/Shanghai"},
+            end={"timestamp": str(end_s), "timezone": "Asia/Shanghai"},
+            create_time=int(time.time()),
+            **fields,
+        )
+        calendar.events.append(event)
+        return event
+
+    def add_task(self, summary: str, *, by_app: bool = True, **fields: Any) -> FakeTask:
+        number = next(self._numbers)
+        creator = (
+            {"id": self._fake.app_id, "type": "app"}
+            if by_app
+            else {"id": "ou_fake_alice", "type": "user"}
+        )
+        task = FakeTask(
+            guid=f"{secrets.token_hex(4)}-fake-task-{number:04d}",
+            summary=summary,
+            creator=creator,
+            created_ms=_now_ms(),
+            number=number,
+            **fields,
+        )
+        self.tasks[task.guid] = task
+        return task
+
+    def add_record(self, app_token: str, table_id: str, fields: dict[str, Any]) -> str:
+        table = self.bitables[app_token].tables[table_id]
+        record_id = f"rec{secrets.token_hex(5)}"
+        table.records.append({"record_id": record_id, "fields": dict(fields)})
+        return record_id
+
+    def add_document(
+        self, document_id: str, title: str, text: str = "", **fields: Any
+    ) -> FakeDocument:
+        blocks = [_text_block(line) for line in text.splitlines()]
+        document = FakeDocument(document_id, title, blocks, **fields)
+        self.documents[document_id] = document
+        return document
+
+    def _seed(self) -> None:
+        now = int(time.time())
+        hour = now - now % HOUR_S  # the hour we are in: events and due dates sit on whole hours
+        alice, bob = self._seed_people()
+        self._seed_messages(alice, bob, now * 1000)
+        self._seed_calendar(hour)
+        self._seed_tasks(alice, hour, now * 1000)
+        self._seed_base(alice, bob, hour)
+        self.add_document(
+            "doxcnFakeHandbook",
+            "Team handbook",
+            "Welcome to the team.\nOn-call rotates weekly; the schedule is in the Base.\n"
+            "Deploys happen Tuesday and Thursday.",
+        )
+        self.add_document("doxcnFakeSecret", "Board minutes", "Confidential", app_has_access=False)
+
+    def _seed_people(self) -> tuple[FakeUser, FakeUser]:
+        alice = self.add_user(
+            "ou_fake_alice",
+            "Alice Wang",
+            email="alice@example.com",
+            mobile="+8613800000001",
+            en_name="Alice Wang",
+            job_title="Engineer",
+        )
+        bob = self.add_user(
+            "ou_fake_bob",
+            "Bob Li",
+            email="bob@example.com",
+            mobile="+8613800000002",
+            en_name="Bob Li",
+            job_title="Product manager",
+        )
+        self.add_user(
+            "ou_fake_zhang",
+            "张伟",
+            email="zhangwei@example.com",
+            mobile="+8613800000003",
+            en_name="Zhang Wei",
+            job_title="Sales",
+            department_ids=["od-fake-sales"],
+        )
+        self.add_chat("oc_fake_eng", "Engineering", "Backend and infra", alice.open_id)
+        self.add_chat("oc_fake_launch", "Launch 2025", "Launch coordination", bob.open_id)
+        self.add_chat("oc_fake_hr", "HR private", "", bob.open_id, bot_is_member=False)
+        return alice, bob
+
+    def _seed_messages(self, alice: FakeUser, bob: FakeUser, now_ms: int) -> None:
+        fake = self._fake
+        fake.add_message(
+            "om_fake_hist_1",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            content={"text": "Standup moved to 10:30 tomorrow"},
+            sender_open_id=alice.open_id,
+            create_time_ms=now_ms - 3600_000,
+        )
+        fake.add_message(
+            "om_fake_hist_2",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            msg_type="post",
+            content={
+                "title": "Release notes",
+                "content": [
+                    [
+                        {"tag": "text", "text": "v2.3 ships on Friday, "},
+                        {"tag": "at", "user_id": "@_user_1", "user_name": "Alice Wang"},
+                    ],
+                    [{"tag": "a", "text": "changelog", "href": "https://example.invalid/cl"}],
+                ],
+            },
+            sender_open_id=bob.open_id,
+            create_time_ms=now_ms - 2400_000,
+        )
+        fake.add_message(
+            "om_fake_hist_3",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            msg_type="image",
+            content={"image_key": "img_v3_fake"},
+            sender_open_id=alice.open_id,
+            create_time_ms=now_ms - 1200_000,
+        )
+        mentioned = fake.add_message(
+            "om_fake_hist_4",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            content={"text": "@_user_1 can you review the migration?"},
+            sender_open_id=bob.open_id,
+            create_time_ms=now_ms - 600_000,
+        )
+        mentioned.mentions = [
+            {"key": "@_user_1", "id": alice.open_id, "id_type": "open_id", "name": alice.name}
+        ]
+        fake.add_message(
+            "om_fake_hist_5",
+            chat_id="oc_fake_hr",
+            chat_type="group",
+            content={"text": "salary review"},
+            sender_open_id=bob.open_id,
+        )
+
+    def _seed_calendar(self, hour: int) -> None:
+        self.calendars[BOT_CALENDAR_ID] = FakeCalendar(BOT_CALENDAR_ID, "larkgate", "primary")
+        self.calendars["feishu.cn_fakeprivate@group.calendar.feishu.cn"] = FakeCalendar(
+            "feishu.cn_fakeprivate@group.calendar.feishu.cn", "Board", role="free_busy_reader"
+        )
+        self.add_event(
+            "Weekly sync",
+            hour + DAY_S,
+            hour + DAY_S + HOUR_S,
+            location={"name": "Room 301"},
+            description="Agenda in the doc",
+        )
+        self.add_event("Design review", hour + 2 * DAY_S, hour + 2 * DAY_S + 2 * HOUR_S)
+        self.add_event("Retro", hour - 3 * DAY_S, hour - 3 * DAY_S + HOUR_S)
+        self.add_event(
+            "Cancelled 1:1",
+            hour + DAY_S + 2 * HOUR_S,
+            hour + DAY_S + 3 * HOUR_S,
+            status="cancelled",
+        )
+        offsite = time.strftime("%Y-%m-%d", time.gmtime(hour + 4 * DAY_S))
+        offsite_end = time.strftime("%Y-%m-%d", time.gmtime(hour + 5 * DAY_S))
+        event = self.add_event("Team offsite", 0, 0)
+        event.start, event.end = {"date": offsite}, {"date": offsite_end}
+
+    def _seed_tasks(self, alice: FakeUser, hour: int, now_ms: int) -> None:
+        self.tasklists["fake-tasklist-launch"] = FakeTasklist("fake-tasklist-launch", "Launch")
+        self.tasklists["fake-tasklist-secret"] = FakeTasklist(
+            "fake-tasklist-secret", "Secret", app_is_member=False
+        )
+        assignee = [{"id": alice.open_id, "type": "user", "role": "assignee"}]
+        self.add_task(
+            "Prepare launch checklist",
+            due_ms=(hour + 2 * DAY_S) * 1000,
+            members=assignee,
+            tasklist_guids=["fake-tasklist-launch"],
+        )
+        self.add_task("Renew TLS certificate", completed_ms=now_ms - DAY_S * 1000)
+        self.add_task("Book the venue", by_app=False, tasklist_guids=["fake-tasklist-launch"])
+
+    def _seed_base(self, alice: FakeUser, bob: FakeUser, hour: int) -> None:
+        table = FakeBitableTable(
+            "tblFakeTasks",
+            "Tasks",
+            {
+                "Name": "text",
+                "Status": "single_select",
+                "Owner": "person",
+                "Points": "number",
+                "Due": "date",
+                "Tags": "multi_select",
+                "Done": "checkbox",
+                "Link": "url",
+            },
+            options={
+                "Status": ["Todo", "In progress", "Done"],
+                "Tags": ["backend", "frontend", "ops"],
+            },
+        )
+        self.bitables["bascnFakeProjects"] = FakeBitableApp(
+            "bascnFakeProjects", "Projects", {table.table_id: table}
+        )
+        self.bitables["bascnFakeLocked"] = FakeBitableApp(
+            "bascnFakeLocked",
+            "Payroll",
+            {"tblFakePay": FakeBitableTable("tblFakePay", "Pay", {"Name": "text"})},
+            app_has_access=False,
+        )
+        rows = [
+            ("Migrate the database", "In progress", alice, 8, ["backend"], False),
+            ("New landing page", "Todo", bob, 5, ["frontend"], False),
+            ("Rotate on-call keys", "Done", alice, 2, ["ops", "backend"], True),
+            ("Fix login bug", "Done", bob, 3, ["frontend"], True),
+        ]
+        for i, (name, status, owner, points, tags, done) in enumerate(rows):
+            self.add_record(
+                "bascnFakeProjects",
+                "tblFakeTasks",
+                {
+                    "Name": name,
+                    "Status": status,
+                    "Owner": [{"id": owner.open_id}],
+                    "Points": points,
+                    "Due": (hour + (i + 1) * DAY_S) * 1000,
+                    "Tags": tags,
+                    "Done": done,
+                    "Link": {"link": f"https://example.invalid/{i}", "text": f"ticket {i}"},
+                },
+            )
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        users = "/open-apis/contact/v3/users"
+        calendars = "/open-apis/calendar/v4/calendars"
+        records = "/open-apis/bitable/v1/apps/{app_token}/tables/{table_id}/records"
+        docs = "/open-apis/docx/v1/documents"
+        return [
+            ("POST", users + "/batch_get_id", self._batch_get_id),
+            ("GET", users + "/batch", self._batch_users),
+            ("GET", users + "/find_by_department", self._find_by_department),
+            ("GET", "/open-apis/im/v1/chats", self._list_chats),
+            ("GET", "/open-apis/im/v1/messages", self._list_messages),
+            ("POST", calendars + "/primary", self._primary_calendar),
+            ("GET", calendars + "/{calendar_id}/events", self._list_events),
+            ("POST", calendars + "/{calendar_id}/events", self._create_event),
+            ("POST", calendars + "/{calendar_id}/events/{event_id}/attendees", self._add_attendees),
+            ("GET", "/open-apis/task/v1/tasks", self._list_tasks_v1),
+            ("GET", "/open-apis/task/v2/tasklists/{tasklist_guid}/tasks", self._tasklist_tasks),
+            ("POST", "/open-apis/task/v2/tasks", self._create_task),
+            ("POST", records + "/search", self._search_records),
+            ("POST", records, self._create_record),
+            ("GET", docs + "/{document_id}/raw_content", self._raw_content),
+            ("POST", docs, self._create_document),
+            ("POST", docs + "/{document_id}/blocks/{block_id}/children", self._create_blocks),
+        ]
+
+    def check_receiver(self, id_type: str, receive_id: str, *, strict: bool) -> None:
+        """Message create: the bot must be in a chat it knows; strict: ids must be known."""
+        if id_type == "chat_id":
+            chat = self.chats.get(receive_id)
+            if chat is not None and not chat.bot_is_member:
+                raise FakeError(230002)
+            if chat is None and strict and not self._chat_has_messages(receive_id):
+                raise FakeError(230001, "invalid receive_id: no such chat")
+        elif (
+            strict
+            and id_type in ("open_id", "user_id", "union_id")
+            and self._user(receive_id, id_type) is None
+        ):
+            raise FakeError(230013)
+
+    # -- contact --------------------------------------------------------------------------
+
+    async def _batch_get_id(self, request: web.Request) -> web.Response:
+        id_type = _user_id_type(request)
+        body = _body(request)
+        emails, mobiles = body.get("emails") or [], body.get("mobiles") or []
+        if not isinstance(emails, list) or not isinstance(mobiles, list):
+            raise FakeError(99992402, "field validation failed: emails/mobiles must be lists")
+        if not (emails or mobiles) or len(emails) > 50 or len(mobiles) > 50:
+            raise FakeError(99992402, "field validation failed: 1 to 50 emails or mobiles")
+        active = [u for u in self.users.values() if body.get("include_resigned") or not u.resigned]
+        found: list[dict[str, Any]] = []
+        for email in emails:
+            user = next((u for u in active if u.email.lower() == str(email).lower()), None)
+            found.append({"email": email, **({"user_id": user.id_of(id_type)} if user else {})})
+        for mobile in mobiles:
+            key = _mobile_key(str(mobile))
+            user = next((u for u in active if u.mobile and _mobile_key(u.mobile) == key), None)
+            found.append({"mobile": mobile, **({"user_id": user.id_of(id_type)} if user else {})})
+        return self._fake._ok({"user_list": found})
+
+    async def _batch_users(self, request: web.Request) -> web.Response:
+        id_type = _user_id_type(request)
+        ids = request.query.getall("user_ids", [])
+        if not ids or len(ids) > 50:
+            raise FakeError(99992402, "field validation failed: user_ids (1 to 50)")
+        users = [self._user(user_id, id_type) for user_id in ids]
+        return self._fake._ok({"items": [u.to_wire() for u in users if u is not None]})
+
+    async def _find_by_department(self, request: web.Request) -> web.Response:
+        _user_id_type(request)
+        department = request.query.get("department_id")
+        if not department:
+            raise FakeError(99992402, "field validation failed: department_id is required")
+        if department not in self.departments:
+            raise FakeError(40004)
+        members = [u.to_wire() for u in self.users.values() if department in u.department_ids]
+        return self._fake._ok(_paged(members, request, default=10, maximum=50))
+
+    # -- IM ---------------------------------------------------------------------------------
+
+    async def _list_chats(self, request: web.Request) -> web.Response:
+        _user_id_type(request)
+        sort = request.query.get("sort_type", "ByCreateTimeAsc")
+        if sort not in ("ByCreateTimeAsc", "ByActiveTimeDesc"):
+            raise FakeError(99992402, "field validation failed: sort_type")
+        chats = [c.to_wire() for c in self.chats.values() if c.bot_is_member]
+        return self._fake._ok(_paged(chats, request, default=20, maximum=100))
+
+    async def _list_messages(self, request: web.Request) -> web.Response:
+        query = request.query
+        kind, container = query.get("container_id_type"), query.get("container_id")
+        if kind not in ("chat", "thread"):
+            raise FakeError(99992402, "field validation failed: container_id_type")
+        if not container:
+            raise FakeError(99992402, "field validation failed: container_id is required")
+        messages = list(self._fake.message_by_id.values())
+        if kind == "chat":
+            chat = self.chats.get(container)
+            if chat is None and not self._chat_has_messages(container):
+                raise FakeError(230001, "invalid container_id: no such chat")
+            if chat is not None and not chat.bot_is_member:
+                raise FakeError(230002)
+            messages = [m for m in messages if m.chat_id == container]
+        else:
+            messages = [m for m in messages if m.thread_id == container]
+        start, end = _query_int(request, "start_time", 0), _query_int(request, "end_time", 2**62)
+        messages = [m for m in messages if start <= m.create_time_ms // 1000 <= end]
+        sort = query.get("sort_type", "ByCreateTimeAsc")
+        if sort not in ("ByCreateTimeAsc", "ByCreateTimeDesc"):
+            raise FakeError(99992402, "field validation failed: sort_type")
+        messages.sort(key=lambda m: (m.create_time_ms, m.message_id))
+        if sort == "ByCreateTimeDesc":
+            messages.reverse()
+        wire = [m.to_wire() for m in messages]
+        return self._fake._ok(_paged(wire, request, default=20, maximum=50))
+
+    # -- calendar ---------------------------------------------------------------------------
+
+    async def _primary_calendar(self, request: web.Request) -> web.Response:
+        _user_id_type(request)
+        calendar = self.calendars[self.primary_calendar_id]
+        return self._fake._ok({"calendars": [{"calendar": calendar.to_wire(), "user_id": ""}]})
+
+    async def _list_events(self, request: web.Request) -> web.Response:
+        calendar = self._calendar(request, roles=("owner", "writer", "reader"))
+        query = request.query
+        if ("start_time" in query) != ("end_time" in query):
+            raise FakeError(
+                99992402, "field validation failed: start_time and end_time go together"
+            )
+        size = _query_int(request, "page_size", 500, 50, 1000)
+        events = list(calendar.events)
+        if "start_time" in query:
+            if any(name in query for name in ("page_token", "sync_token", "anchor_time")):
+                raise FakeError(
+                    99992402, "field validation failed: start_time/end_time with paging"
+                )
+            start, end = _query_int(request, "start_time", 0), _query_int(request, "end_time", 0)
+            if end < start:
+                raise FakeError(190002, "invalid parameters in request: end_time < start_time")
+            hits = [e.to_wire() for e in events if e.bounds()[1] > start and e.bounds()[0] < end]
+            # One shot: no paging, anything past page_size is cut off.
+            return self._fake._ok(
+                {"items": hits[:size], "has_more": False, "page_token": "", "sync_token": "fake"}
+            )
+        anchor = _query_int(request, "anchor_time", 0)
+        wire = [e.to_wire() for e in events if e.bounds()[1] >= anchor]
+        return self._fake._ok(_paged(wire, request, default=500, maximum=1000, minimum=50))
+
+    async def _create_event(self, request: web.Request) -> web.Response:
+        calendar = self._calendar(request, roles=("owner", "writer"))
+        _user_id_type(request)
+        key = request.query.get("idempotency_key")
+        if key and key in calendar.idempotency:
+            earlier = next(e for e in calendar.events if e.event_id == calendar.idempotency[key])
+            return self._fake._ok({"event": earlier.to_wire()})
+        body = _body(request)
+        start, end = (
+            _time_info(body.get("start_time"), "start_time"),
+            _time_info(body.get("end_time"), "end_time"),
+        )
+        if _event_time(end, end=True) < _event_time(start):
+            raise FakeError(190002, "invalid parameters in request: end_time before start_time")
+        summary = body.get("summary") or ""
+        if not isinstance(summary, str) or len(summary) > 1000:
+            raise FakeError(99992402, "field validation failed: summary")
+        location = body.get("location") if isinstance(body.get("location"), dict) else None
+        event = FakeEvent(
+            event_id=f"{secrets.token_hex(4)}-fake-{next(self._numbers):04d}_0",
+            calendar_id=calendar.calendar_id,
+            summary=summary,
+            description=str(body.get("description") or ""),
+            start=start,
+            end=end,
+            location=location,
+            create_time=int(time.time()),
+        )
+        calendar.events.append(event)
+        if key:
+            calendar.idempotency[key] = event.event_id
+        return self._fake._ok({"event": event.to_wire()})
+
+    async def _add_attendees(self, request: web.Request) -> web.Response:
+        calendar = self._calendar(request, roles=("owner", "writer"))
+        id_type = _user_id_type(request)
+        event_id = request.match_info["event_id"]
+        event = next((e for e in calendar.events if e.event_id == event_id), None)
+        if event is None:
+            raise FakeError(193001)
+        attendees = _body(request).get("attendees")
+        if not isinstance(attendees, list) or not 1 <= len(attendees) <= 1000:
+            raise FakeError(99992402, "field validation failed: attendees (1 to 1000)")
+        added = []
+        for item in attendees:
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "user":
+                user = self._user(str(item.get("user_id") or ""), id_type)
+                if user is None:
+                    raise FakeError(
+                        190002, f"invalid parameters in request: user_id {item.get('user_id')!r}"
+                    )
+                entry = {"type": "user", "user_id": item["user_id"], "display_name": user.name}
+            elif kind == "chat":
+                chat = self.chats.get(str(item.get("chat_id") or ""))
+                if chat is None:
+                    raise FakeError(
+                        190002, f"invalid parameters in request: chat_id {item.get('chat_id')!r}"
+                    )
+                entry = {"type": "chat", "chat_id": chat.chat_id, "display_name": chat.name}
+            else:
+                raise FakeError(
+                    99992402, "field validation failed: attendees.type (user or chat here)"
+                )
+            entry |= {
+                "attendee_id": f"{kind}_{next(self._numbers)}",
+                "rsvp_status": "needs_action",
+                "is_optional": bool(item.get("is_optional")),
+                "is_organizer": False,
+                "is_external": False,
+            }
+            added.append(entry)
+        # Inviting someone already invited changes nothing (and answers them again).
+        known = {(a["type"], a.get("user_id") or a.get("chat_id")) for a in event.attendees}
+        event.attendees += [
+            a for a in added if (a["type"], a.get("user_id") or a.get("chat_id")) not in known
+        ]
+        return self._fake._ok({"attendees": added})
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    async def _list_tasks_v1(self, request: web.Request) -> web.Response:
+        _user_id_type(request)
+        completed = _query_bool(request, "task_completed")
+        # With a tenant token: the tasks this app created (v1 and v2 share the ids).
+        tasks = [
+            t
+            for t in self.tasks.values()
+            if t.creator == {"id": self._fake.app_id, "type": "app"}
+            and (completed is None or bool(t.completed_ms) == completed)
+        ]
+        tasks.sort(key=lambda t: t.created_ms)
+        return self._fake._ok(_paged([t.to_v1() for t in tasks], request, default=50, maximum=100))
+
+    async def _tasklist_tasks(self, request: web.Request) -> web.Response:
+        _user_id_type(request)
+        tasklist = self._tasklist(request.match_info["tasklist_guid"])
+        completed = _query_bool(request, "completed")
+        tasks = [
+            t.to_v2_summary()
+            for t in self.tasks.values()
+            if tasklist.guid in t.tasklist_guids
+            and (completed is None or bool(t.completed_ms) == completed)
+        ]
+        return self._fake._ok(_paged(tasks, request, default=50, maximum=100))
+
+    async def _create_task(self, request: web.Request) -> web.Response:
+        id_type = _user_id_type(request)
+        body = _body(request)
+        token = body.get("client_token")
+        if isinstance(token, str) and token in self.task_client_tokens:
+            return self._fake._ok({"task": self.tasks[self.task_client_tokens[token]].to_v2()})
+        summary = body.get("summary")
+        if not isinstance(summary, str) or not summary.strip() or len(summary) > 3000:
+            raise FakeError(1470400, "invalid request params: summary is required (max 3000)")
+        fields: dict[str, Any] = {"description": str(body.get("description") or "")}
+        due = body.get("due")
+        if due is not None:
+            stamp = due.get("timestamp") if isinstance(due, dict) else None
+            if not str(stamp or "").isdigit():
+                raise FakeError(1470400, "invalid request params: due.timestamp (ms)")
+            fields |= {"due_ms": int(stamp), "due_all_day": bool(due.get("is_all_day"))}
+        members = []
+        for member in body.get("members") or []:
+            member_id = member.get("id") if isinstance(member, dict) else None
+            if (
+                member.get("role") not in ("assignee", "follower")
+                or self._user(str(member_id), id_type) is None
+            ):
+                raise FakeError(1470400, f"invalid request params: member {member!r}")
+            members.append({"id": member_id, "type": "user", "role": member["role"]})
+        guids = []
+        for item in body.get("tasklists") or []:
+            guids.append(self._tasklist(str((item or {}).get("tasklist_guid") or "")).guid)
+        task = self.add_task(summary, members=members, tasklist_guids=guids, **fields)
+        if isinstance(token, str) and token:
+            self.task_client_tokens[token] = task.guid
+        return self._fake._ok({"task": task.to_v2()})
+
+    # -- Base (bitable) ------------------------------------------------------------------
+
+    async def _search_records(self, request: web.Request) -> web.Response:
+        table = self._table(request)
+        body = _body(request)
+        view = body.get("view_id")
+        if view and view not in table.views:
+            raise _base_error(1254042)
+        names = body.get("field_names")
+        if names is not None and (
+            not isinstance(names, list) or any(n not in table.fields for n in names)
+        ):
+            raise _base_error(1254024)
+        records = [r for r in table.records if _record_matches(table, r, body.get("filter"))]
+        for sort in reversed(body.get("sort") or []):
+            name = sort.get("field_name") if isinstance(sort, dict) else None
+            if name not in table.fields:
+                raise _base_error(1254016)
+            records.sort(
+                key=lambda r, n=name: _sort_key(r["fields"].get(n)), reverse=bool(sort.get("desc"))
+            )
+        page = _paged(records, request, default=20, maximum=500)
+        page["items"] = [
+            {"record_id": r["record_id"], "fields": self._record_out(table, r["fields"], names)}
+            for r in page["items"]
+        ]
+        page["total"] = len(records)
+        return self._fake._ok(page)
+
+    async def _create_record(self, request: web.Request) -> web.Response:
+        table = self._table(request)
+        id_type = _user_id_type(request)
+        token = request.query.get("client_token")
+        if token and token in table.client_tokens:
+            return self._fake._ok({"record": table.client_tokens[token]})
+        fields = _body(request).get("fields")
+        if not isinstance(fields, dict) or not fields:
+            raise _base_error(1254001, "WrongRequestBody: fields must be a non-empty object")
+        for name, value in fields.items():
+            kind = table.fields.get(name)
+            if kind is None:
+                raise _base_error(1254045, f"FieldNameNotFound: {name}")
+            self._check_field(table, name, kind, value, id_type)
+        record = {"record_id": f"rec{secrets.token_hex(5)}", "fields": dict(fields)}
+        table.records.append(record)
+        if token:
+            table.client_tokens[token] = record
+        return self._fake._ok({"record": record})
+
+    def _check_field(
+        self, table: FakeBitableTable, name: str, kind: str, value: Any, id_type: str
+    ) -> None:
+        checks: dict[str, tuple[int, Callable[[Any], bool]]] = {
+            "text": (1254060, lambda v: isinstance(v, str)),
+            "number": (1254061, lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+            "single_select": (1254062, lambda v: isinstance(v, str)),
+            "multi_select": (
+                1254063,
+                lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            ),
+            "date": (1254064, lambda v: isinstance(v, int) and not isinstance(v, bool)),
+            "checkbox": (1254065, lambda v: isinstance(v, bool)),
+            "person": (
+                1254066,
+                lambda v: (
+                    isinstance(v, list)
+                    and all(
+                        isinstance(p, dict) and self._user(str(p.get("id")), id_type) for p in v
+                    )
+                ),
+            ),
+            "url": (1254068, lambda v: isinstance(v, dict) and isinstance(v.get("link"), str)),
+        }
+        code, ok = checks[kind]
+        if not ok(value):
+            raise _base_error(code, f"{DEFAULT_MSGS.get(code, 'ConvFail')}: field {name!r}")
+        if kind in ("single_select", "multi_select"):  # new options are added, as Feishu does
+            options = table.options.setdefault(name, [])
+            options.extend(
+                v for v in ([value] if isinstance(value, str) else value) if v not in options
+            )
+
+    def _record_out(
+        self, table: FakeBitableTable, fields: dict[str, Any], names: Any
+    ) -> dict[str, Any]:
+        """Field values as search answers them: text as segments, people with names."""
+        out: dict[str, Any] = {}
+        for name, value in fields.items():
+            if names is not None and name not in names:
+                continue
+            kind = table.fields.get(name)
+            if kind == "text":
+                value = [{"type": "text", "text": value}]
+            elif kind == "person":
+                people = [self._user(str(p.get("id")), "open_id") for p in value]
+                value = [
+                    {"id": u.open_id, "name": u.name, "en_name": u.en_name, "email": u.email}
+                    for u in people
+                    if u is not None
+                ]
+            out[name] = value
+        return out
+
+    # -- docx -------------------------------------------------------------------------------
+
+    async def _raw_content(self, request: web.Request) -> web.Response:
+        document = self._document(request.match_info["document_id"])
+        if request.query.get("lang", "0") not in ("0", "1", "2"):
+            raise FakeError(99992402, "field validation failed: lang")
+        return self._fake._ok({"content": document.raw_text()})
+
+    async def _create_document(self, request: web.Request) -> web.Response:
+        body = _body(request)
+        title, folder = body.get("title") or "", body.get("folder_token") or ""
+        if not isinstance(title, str) or len(title) > 800:
+            raise FakeError(1770001, "invalid param: title (at most 800 characters)")
+        if folder and folder not in self.folders:
+            raise FakeError(1770001, f"invalid param: folder_token {folder!r} not found")
+        document = FakeDocument(f"doxcnFake{secrets.token_hex(8)}", title, folder_token=folder)
+        self.documents[document.document_id] = document
+        wire = {"document_id": document.document_id, "revision_id": 1, "title": title}
+        return self._fake._ok({"document": wire})
+
+    async def _create_blocks(self, request: web.Request) -> web.Response:
+        document = self._document(request.match_info["document_id"])
+        if request.match_info["block_id"] != document.document_id:
+            raise FakeError(1770001, "invalid param: block_id (the fake knows the page block)")
+        revision = request.query.get("document_revision_id", "-1")
+        if not revision.lstrip("-").isdigit():
+            raise FakeError(99992402, "field validation failed: document_revision_id")
+        token = request.query.get("client_token")
+        if token and token in document.client_tokens:
+            return self._fake._ok(
+                self._blocks_answer(document, document.client_tokens[token], token)
+            )
+        body = _body(request)
+        children = body.get("children")
+        if not isinstance(children, list) or not 1 <= len(children) <= 50:
+            raise FakeError(1770001, "invalid param: children (1 to 50 blocks)")
+        for child in children:
+            key = DOCX_BLOCKS.get(child.get("block_type") if isinstance(child, dict) else None)
+            if key is None or not isinstance(child.get(key), dict):
+                raise FakeError(1770001, f"invalid param: block {child!r}")
+            if key != "divider" and not _text_elements_ok(child[key].get("elements")):
+                raise FakeError(1770001, f"invalid param: {key}.elements")
+        index = body.get("index", -1)
+        if not isinstance(index, int) or not -1 <= index <= len(document.blocks):
+            raise FakeError(1770001, "invalid param: index")
+        made = [
+            {
+                **child,
+                "block_id": f"doxcnBlk{secrets.token_hex(6)}",
+                "parent_id": document.document_id,
+            }
+            for child in children
+        ]
+        at = len(document.blocks) if index == -1 else index
+        document.blocks[at:at] = made
+        document.revision_id += 1
+        if token:
+            document.client_tokens[token] = made
+        return self._fake._ok(self._blocks_answer(document, made, token))
+
+    @staticmethod
+    def _blocks_answer(
+        document: FakeDocument, made: list[dict[str, Any]], token: str | None
+    ) -> dict[str, Any]:
+        return {
+            "children": made,
+            "document_revision_id": document.revision_id,
+            "client_token": token or "",
+        }
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _user(self, user_id: str, id_type: str) -> FakeUser | None:
+        return next((u for u in self.users.values() if u.id_of(id_type) == user_id), None)
+
+    def _chat_has_messages(self, chat_id: str) -> bool:
+        return any(m.chat_id == chat_id for m in self._fake.message_by_id.values())
+
+    def _calendar(self, request: web.Request, *, roles: tuple[str, ...]) -> FakeCalendar:
+        calendar = self.calendars.get(request.match_info["calendar_id"])
+        if calendar is None:
+            raise FakeError(191000)
+        if calendar.role not in roles:
+            raise FakeError(191002)
+        return calendar
+
+    def _tasklist(self, guid: str) -> FakeTasklist:
+        tasklist = self.tasklists.get(guid)
+        if tasklist is None:
+            raise FakeError(1470404, f"resource not found: tasklist {guid!r}")
+        if not tasklist.app_is_member:
+            raise FakeError(1470403)
+        return tasklist
+
+    def _table(self, request: web.Request) -> FakeBitableTable:
+        app = self.bitables.get(request.match_info["app_token"])
+        if app is None:
+            raise _base_error(1254040)
+        if not app.app_has_access:
+            raise FakeError(91403, http_status=403)
+        table = app.tables.get(request.match_info["table_id"])
+        if table is None:
+            raise _base_error(1254041)
+        return table
+
+    def _document(self, document_id: str) -> FakeDocument:
+        document = self.documents.get(document_id)
+        if document is None:
+            raise FakeError(1770002, http_status=404)
+        if not document.app_has_access:
+            raise FakeError(1770032, http_status=403)
+        return document
 
 
 @dataclass
@@ -363,6 +1546,7 @@ class FakeFeishu:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._closing = asyncio.Event()
+        self.workspace = FakeWorkspace(self)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -408,6 +1592,7 @@ class FakeFeishu:
             ("PUT", CARD_ROUTE + "/elements/{element_id}/content", self._card_content),
             ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
             ("PUT", CARD_ROUTE, self._update_card),
+            *self.workspace.routes(),
         ]
 
     # -- test controls --------------------------------------------------------------
@@ -648,6 +1833,7 @@ class FakeFeishu:
         receive_id = body.get("receive_id")
         if not isinstance(receive_id, str) or not receive_id:
             raise FakeError(99992402, "field validation failed: receive_id")
+        self.workspace.check_receiver(id_type, receive_id, strict=self.strict)
         if (earlier := self._by_uuid.get(body.get("uuid") or "")) is not None:
             return self._ok(earlier.to_wire())
         msg_type, content = _message_content(body)
@@ -968,3 +2154,172 @@ def _bytes(text: str | bytes) -> bytes:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _user_id_type(request: web.Request) -> str:
+    id_type = request.query.get("user_id_type", "open_id")
+    if id_type not in ("open_id", "user_id", "union_id"):
+        raise FakeError(99992402, "field validation failed: user_id_type")
+    return id_type
+
+
+def _query_int(
+    request: web.Request, name: str, default: int, low: int = 0, high: int = 2**62
+) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FakeError(99992402, f"field validation failed: {name}") from None
+    if not low <= value <= high:
+        raise FakeError(99992402, f"field validation failed: {name} must be in [{low}, {high}]")
+    return value
+
+
+def _query_bool(request: web.Request, name: str) -> bool | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    # Feishu parses booleans like Go's strconv.ParseBool; the SDK sends str(True) == "True".
+    if raw not in ("true", "True", "1", "false", "False", "0"):
+        raise FakeError(99992402, f"field validation failed: {name}")
+    return raw in ("true", "True", "1")
+
+
+def _paged(
+    items: list[Any], request: web.Request, *, default: int, maximum: int, minimum: int = 1
+) -> dict[str, Any]:
+    """One page of ``items`` with Feishu's ``has_more`` / ``page_token`` (an offset here)."""
+    size = _query_int(request, "page_size", default, minimum, maximum)
+    token = request.query.get("page_token") or ""
+    start = 0
+    if token:
+        offset = token.removeprefix(PAGE_PREFIX)
+        if not token.startswith(PAGE_PREFIX) or not offset.isdigit():
+            raise FakeError(99992402, "field validation failed: page_token")
+        start = int(offset)
+    more = start + size < len(items)
+    return {
+        "items": items[start : start + size],
+        "has_more": more,
+        "page_token": f"{PAGE_PREFIX}{start + size}" if more else "",
+    }
+
+
+def _mobile_key(mobile: str) -> str:
+    digits = re.sub(r"\D", "", mobile)
+    return digits[2:] if len(digits) == 13 and digits.startswith("86") else digits
+
+
+def _time_info(value: Any, name: str) -> dict[str, str]:
+    """A calendar TimeInfo as Feishu validates it: a second timestamp xor a date."""
+    if not isinstance(value, dict) or ("timestamp" in value) == ("date" in value):
+        raise FakeError(99992402, f"field validation failed: {name} needs timestamp or date")
+    if "timestamp" in value and not str(value["timestamp"]).isdigit():
+        raise FakeError(99992402, f"field validation failed: {name}.timestamp (seconds)")
+    if "date" in value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(value["date"])):
+        raise FakeError(99992402, f"field validation failed: {name}.date (YYYY-MM-DD)")
+    info = {key: str(v) for key, v in value.items() if key in ("timestamp", "date", "timezone")}
+    info.setdefault("timezone", "Asia/Shanghai" if "timestamp" in info else "UTC")
+    return info
+
+
+def _event_time(info: Mapping[str, str], *, end: bool = False) -> int:
+    if "timestamp" in info:
+        return int(info["timestamp"])
+    day = time.strptime(info["date"], "%Y-%m-%d")
+    return int(timegm(day)) + (DAY_S if end else 0)
+
+
+def _base_error(code: int, msg: str | None = None) -> FakeError:
+    # Base answers its own errors with HTTP 200 (see the error table of its API pages).
+    return FakeError(code, msg, http_status=200)
+
+
+def _record_matches(table: FakeBitableTable, record: Mapping[str, Any], spec: Any) -> bool:
+    """Whether ``record`` passes a search ``filter`` (checked as Feishu checks it)."""
+    if spec is None:
+        return True
+    if not isinstance(spec, dict) or spec.get("conjunction", "and") not in ("and", "or"):
+        raise _base_error(1254018, "InvalidFilter: conjunction must be and/or")
+    results = []
+    for condition in spec.get("conditions") or []:
+        if not isinstance(condition, dict) or condition.get("operator") not in BITABLE_OPERATORS:
+            raise _base_error(1254018, f"InvalidFilter: {condition!r}")
+        name = condition.get("field_name")
+        if name not in table.fields:
+            raise _base_error(1254045, f"FieldNameNotFound: {name}")
+        values = condition.get("value") or []
+        if not isinstance(values, list) or len(values) > 10:
+            raise _base_error(1254018, "InvalidFilter: value must be a list of at most 10")
+        stored = record["fields"].get(name)
+        results.append(_matches(table.fields[name], stored, condition["operator"], values))
+    if not results:
+        return True
+    return any(results) if spec.get("conjunction") == "or" else all(results)
+
+
+def _matches(kind: str, stored: Any, operator: str, values: list[Any]) -> bool:
+    empty = stored in (None, "", [], False) if kind != "number" else stored is None
+    if operator in ("isEmpty", "isNotEmpty"):
+        return empty == (operator == "isEmpty")
+    if operator.startswith("doesNot") or operator == "isNot":
+        positive = {"isNot": "is", "doesNotContain": "contains"}[operator]
+        return not _matches(kind, stored, positive, values)
+    target = str(values[0]) if values else ""
+    if kind in ("number", "date") or operator.startswith(("isGreater", "isLess")):
+        if kind == "date" and target in ("ExactDate",) and len(values) > 1:
+            target = str(values[1])
+        try:
+            left, right = float(stored if stored is not None else "nan"), float(target)
+        except (TypeError, ValueError):
+            raise _base_error(1254018, f"InvalidFilter: {target!r} is not a number") from None
+        compare = {
+            "is": left == right,
+            "contains": left == right,
+            "isGreater": left > right,
+            "isGreaterEqual": left >= right,
+            "isLess": left < right,
+            "isLessEqual": left <= right,
+        }
+        return compare[operator]
+    if kind == "checkbox":
+        return bool(stored) == (target.lower() == "true")
+    texts = _comparable(stored)
+    wanted = [str(v) for v in values]
+    if operator == "is":
+        return (
+            sorted(texts) == sorted(wanted) if kind == "multi_select" else texts[:1] == wanted[:1]
+        )
+    return any(w.lower() in t.lower() for w in wanted for t in texts)
+
+
+def _comparable(stored: Any) -> list[str]:
+    if isinstance(stored, list):
+        return [str(p.get("id", "")) if isinstance(p, dict) else str(p) for p in stored]
+    if isinstance(stored, dict):
+        return [str(stored.get("text", "")), str(stored.get("link", ""))]
+    return [] if stored is None else [str(stored)]
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, value)
+    return (1, json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def _text_block(line: str) -> dict[str, Any]:
+    return {"block_type": 2, "text": {"elements": [{"text_run": {"content": line}}], "style": {}}}
+
+
+def _text_elements_ok(elements: Any) -> bool:
+    return (
+        isinstance(elements, list)
+        and len(elements) > 0
+        and all(
+            isinstance(e, dict) and isinstance((e.get("text_run") or {}).get("content"), str)
+            for e in elements
+        )
+    )
