@@ -64,6 +64,7 @@ class Services:
     tasks: TaskTracker
     in_flight: InFlight
     owner: str
+    tools: ToolRegistry
 
 
 SERVICES = web.AppKey("services", Services)
@@ -202,7 +203,7 @@ def _lifecycle(
             clock=clock,
         )
         app[SERVICES] = Services(
-            database, feishu, identity, ledger, intake, workers, tasks, in_flight, me
+            database, feishu, identity, ledger, intake, workers, tasks, in_flight, me, tools
         )
         loop = asyncio.get_running_loop()
         chores = [

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.config import SettingsError, load_settings
+from connectors.hub import enabled, load_connector_class
 
 ALL_VARS = [
     "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_VERIFICATION_TOKEN", "FEISHU_ENCRYPT_KEY",
@@ -94,3 +97,18 @@ def test_bad_larkgate_toml_is_a_clear_error(monkeypatch, tmp_path, text):
     monkeypatch.setenv("LARKGATE_CONFIG", str(config))
     with pytest.raises(SettingsError, match=r"larkgate\.toml"):
         load_settings().policy()
+
+
+def test_the_example_larkgate_toml_is_valid(monkeypatch):
+    example = Path(__file__).parent.parent / "larkgate.example.toml"
+    monkeypatch.setenv("LARKGATE_CONFIG", str(example))
+    settings = load_settings()
+    settings.policy()
+    config = settings.connectors(environ={})
+    assert config.explicit
+    assert set(config.sections) == {"utilities", "feishu", "sql", "http", "mcp"}
+    # Every section, disabled ones included, validates against its connector's settings.
+    for name, section in config.sections.items():
+        values = {k: v for k, v in section.items() if k != "enabled"}
+        load_connector_class(name).Settings.model_validate(values)
+    assert set(enabled(config, feishu_credentials=True)) == {"utilities", "feishu", "http"}
