@@ -7,11 +7,22 @@ engine: plain str, int and dict values go in and come out as frozen value object
     await upgrade_async(url)  # or: await asyncio.to_thread(upgrade, url)
     ledger, conversations, runs = MessageLedger(db), ConversationStore(db), RunStore(db)
     journal = TurnJournal(db)  # a turn's history, run and claims in one transaction
+    approvals, org = ApprovalStore(db), OrgSettingsStore(db)  # approvals, read-only mode
+    audit, usage = AuditLog(db), UsageStore(db)  # the audit log; budgets and rate limits
 
 Each store method is one short transaction, `db.transact(fn, ...)`: a synchronous function that
 runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
 """
 
+from bot.store.approvals import (
+    APPROVAL_STATES,
+    ApprovalRecord,
+    ApprovalStore,
+    Decision,
+    NewApproval,
+    Outcome,
+)
+from bot.store.audit import AuditEntry, AuditLog, AuditRecord, write_audit
 from bot.store.call_log import CallEntry, CallLogStore
 from bot.store.conversations import (
     Conversation,
@@ -23,10 +34,18 @@ from bot.store.db import DEFAULT_DATABASE_URL, Database, DatabaseConfigError, no
 from bot.store.journal import FinishedTurn, TurnJournal
 from bot.store.ledger import Claim, ClaimOutcome, LedgerEntry, MessageLedger
 from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_async
+from bot.store.org import OrgSettingsStore, ReadOnlyMode
 from bot.store.runs import RunRecord, RunStore
+from bot.store.usage import UsageStore
 
 __all__ = [
+    "APPROVAL_STATES",
     "DEFAULT_DATABASE_URL",
+    "ApprovalRecord",
+    "ApprovalStore",
+    "AuditEntry",
+    "AuditLog",
+    "AuditRecord",
     "CallEntry",
     "CallLogStore",
     "Claim",
@@ -35,17 +54,24 @@ __all__ = [
     "ConversationStore",
     "Database",
     "DatabaseConfigError",
+    "Decision",
     "FinishedTurn",
     "HistoryEntry",
     "LedgerEntry",
     "LoadedConversation",
     "MessageLedger",
+    "NewApproval",
+    "OrgSettingsStore",
+    "Outcome",
+    "ReadOnlyMode",
     "RunRecord",
     "RunStore",
     "TurnJournal",
+    "UsageStore",
     "current_revision",
     "head_revision",
     "normalize_url",
     "upgrade",
     "upgrade_async",
+    "write_audit",
 ]

@@ -41,6 +41,14 @@ RUN_STATUSES = (
 # conversation_messages.role
 ROLES = ("user", "assistant")
 
+# approvals.state
+PENDING = "pending"
+APPROVED = "approved"
+DENIED = "denied"
+EXPIRED = "expired"
+CANCELLED = "cancelled"
+APPROVAL_STATES = (PENDING, APPROVED, DENIED, EXPIRED, CANCELLED)
+
 
 class MessageClaimRow(SQLModel, table=True):
     """One inbound message: who handles it, until when, and how far it got."""
@@ -146,3 +154,99 @@ class ConnectorCallRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     duration_ms: float = Field(sa_type=Double)
     created_at: float = Field(sa_type=Double)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """One tool call waiting for (or past) a human's decision."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_state_created_at", "state", "created_at"),
+        Index("ix_approvals_run_id", "run_id"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    run_id: str = Field(sa_type=String)
+    scope_key: str = Field(sa_type=String)
+    generation: int = Field(sa_type=Integer)
+    chat_id: str = Field(sa_type=String)
+    message_id: str = Field(sa_type=String)
+    thread_id: str = Field(sa_type=String)
+    tool: str = Field(sa_type=String)
+    connector: str | None = Field(default=None, sa_type=String)
+    arguments: str = Field(sa_type=Text)
+    reason: str | None = Field(default=None, sa_type=Text)
+    requester: str = Field(sa_type=String)
+    approvers: str = Field(sa_type=Text)  # a JSON list of open_ids
+    owner: str = Field(sa_type=String)
+    state: str = Field(sa_type=String)
+    session: bool = Field(sa_type=Boolean)
+    created_at: float = Field(sa_type=Double)
+    expires_at: float = Field(sa_type=Double)
+    decided_at: float | None = Field(default=None, sa_type=Double)
+    decided_by: str | None = Field(default=None, sa_type=String)
+    note: str | None = Field(default=None, sa_type=Text)
+    card_message_id: str | None = Field(default=None, sa_type=String)
+
+
+class ApprovalGrantRow(SQLModel, table=True):
+    """A tool approved for the rest of a conversation generation ("approve for this chat")."""
+
+    __tablename__ = "approval_grants"
+
+    scope_key: str = Field(sa_type=String, primary_key=True)
+    generation: int = Field(sa_type=Integer, primary_key=True)
+    tool: str = Field(sa_type=String, primary_key=True)
+    granted_by: str = Field(sa_type=String)
+    granted_at: float = Field(sa_type=Double)
+    approval_id: str = Field(sa_type=String)
+
+
+class OrgSettingRow(SQLModel, table=True):
+    """One setting of the organisation, shared by every process; the value is JSON."""
+
+    __tablename__ = "org_settings"
+
+    key: str = Field(sa_type=String, primary_key=True)
+    value: str = Field(sa_type=Text)
+    updated_by: str | None = Field(default=None, sa_type=String)
+    updated_at: float = Field(sa_type=Double)
+
+
+class AuditLogRow(SQLModel, table=True):
+    """One governance event: who did what to what, where; `detail` is JSON."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_at", "at"),
+        Index("ix_audit_log_action", "action"),
+    )
+
+    id: int | None = Field(default=None, sa_type=Integer, primary_key=True)
+    at: float = Field(sa_type=Double)
+    actor: str | None = Field(default=None, sa_type=String)
+    action: str = Field(sa_type=String)
+    target: str | None = Field(default=None, sa_type=String)
+    chat_id: str | None = Field(default=None, sa_type=String)
+    detail: str = Field(sa_type=Text)
+
+
+class UsageDailyRow(SQLModel, table=True):
+    """Tokens and messages a subject ("user:ou_x", "group:oc_y") used on one UTC day."""
+
+    __tablename__ = "usage_daily"
+
+    day: str = Field(sa_type=String, primary_key=True)  # YYYY-MM-DD
+    subject: str = Field(sa_type=String, primary_key=True)
+    tokens: int = Field(sa_type=Integer)
+    messages: int = Field(sa_type=Integer)
+
+
+class RateWindowRow(SQLModel, table=True):
+    """Messages a subject sent in one fixed rate-limit window."""
+
+    __tablename__ = "rate_windows"
+
+    subject: str = Field(sa_type=String, primary_key=True)
+    window_start: int = Field(sa_type=Integer, primary_key=True)
+    count: int = Field(sa_type=Integer)

@@ -14,7 +14,19 @@ from sqlmodel import SQLModel
 from bot.store import Database, current_revision, head_revision, upgrade
 from bot.store.migrate import MIGRATIONS_DIR, alembic_config
 
-TABLES = {"message_claims", "conversations", "conversation_messages", "runs", "connector_call_log"}
+TABLES = {
+    "message_claims",
+    "conversations",
+    "conversation_messages",
+    "runs",
+    "connector_call_log",
+    "approvals",
+    "approval_grants",
+    "org_settings",
+    "audit_log",
+    "usage_daily",
+    "rate_windows",
+}
 
 
 async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
@@ -41,7 +53,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0002"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0003"
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):

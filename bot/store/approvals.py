@@ -1,0 +1,401 @@
+"""Approvals: tool calls that wait for a human's decision, shared by every process.
+
+An approval is created `pending` by the process whose run waits for it (its `owner`), and ends
+exactly once: `approved` or `denied` by a person (`decide`, from whichever process got the card
+click), `expired` when its time ran out, or `cancelled` when its run stopped or is gone. Every
+transition is one conditional update (`WHERE state = 'pending'`), so of two racers (two clicks,
+a click and the expiry timer, two processes) exactly one wins; the loser gets the row as the
+winner left it. The winner's audit row, and for "approve for this conversation" the grant, are
+written in the same transaction: they exist exactly when the transition does.
+
+A grant lets later calls of the same tool in the same conversation generation (per scope key:
+a `/reset` starts a new generation, and with it a fresh set of grants) go without asking.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from sqlalchemy import Integer, and_, bindparam, exists, literal, select, update
+from sqlalchemy.engine import Connection
+
+from bot.store.audit import AuditEntry, write_audit
+from bot.store.db import Database
+from bot.store.ledger import ACTIVE
+from bot.store.models import (
+    APPROVAL_STATES,
+    APPROVED,
+    CANCELLED,
+    DENIED,
+    EXPIRED,
+    PENDING,
+    ApprovalGrantRow,
+    ApprovalRow,
+    MessageClaimRow,
+)
+
+__all__ = [
+    "APPROVAL_STATES",
+    "APPROVED",
+    "CANCELLED",
+    "DECISIONS",
+    "DENIED",
+    "EXPIRED",
+    "PENDING",
+    "RUN_GONE",
+    "ApprovalRecord",
+    "ApprovalStore",
+    "Decision",
+    "NewApproval",
+    "Outcome",
+]
+
+Decision = Literal["approve", "deny", "approve_session"]
+DECISIONS: tuple[Decision, ...] = get_args(Decision)
+RUN_GONE = "the run is gone"  # the note of an approval closed because nobody waits for it
+
+_approvals = ApprovalRow.__table__
+_grants = ApprovalGrantRow.__table__
+_claims = MessageClaimRow.__table__
+_a = _approvals.c
+
+
+@dataclass(frozen=True, slots=True)
+class NewApproval:
+    """What `create` needs: the call, where it was asked, who may decide, who waits."""
+
+    run_id: str
+    scope_key: str  # the conversation's scope key
+    generation: int  # the conversation's generation: grants hold per (scope_key, generation)
+    chat_id: str
+    message_id: str  # the user's message the run answers (its claim is in message_claims)
+    thread_id: str  # "" when not in a thread
+    tool: str
+    connector: str | None
+    arguments: str  # a readable preview of the arguments, already truncated by the caller
+    reason: str | None  # the model's stated reason, if any
+    requester: str  # open_id of the person who asked
+    approvers: tuple[str, ...]  # open_ids allowed to decide
+    owner: str  # the process instance that waits for the decision
+    ttl_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One approval, as stored."""
+
+    id: str
+    run_id: str
+    scope_key: str
+    generation: int
+    chat_id: str
+    message_id: str
+    thread_id: str
+    tool: str
+    connector: str | None
+    arguments: str
+    reason: str | None
+    requester: str
+    approvers: tuple[str, ...]
+    owner: str
+    state: str
+    session: bool  # approved "for this conversation": a grant was recorded with it
+    created_at: float
+    expires_at: float
+    decided_at: float | None
+    decided_by: str | None  # None when the system expired or cancelled it
+    note: str | None  # e.g. why it was cancelled
+    card_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The answer to a transition: whether this call made it, and the row after the call
+    (None when there is no such approval)."""
+
+    changed: bool
+    record: ApprovalRecord | None
+
+
+def _record(row: Mapping[str, Any]) -> ApprovalRecord:
+    values = {name: row[name] for name in ApprovalRecord.__slots__}
+    values["approvers"] = tuple(json.loads(row["approvers"]))
+    values["session"] = bool(row["session"])
+    return ApprovalRecord(**values)
+
+
+_ONE = _a.id == bindparam("p_id")
+_IS_PENDING = _a.state == PENDING
+_RETURN = tuple(_approvals.c)
+
+_INSERT = _approvals.insert().returning(*_RETURN)
+_BY_ID = select(_approvals).where(_ONE)
+_SET_CARD = update(_approvals).where(_ONE).values(card_message_id=bindparam("p_card"))
+# A decision counts only while the approval is pending and its time has not run out.
+_DECIDE = (
+    update(_approvals)
+    .where(_ONE, _IS_PENDING, _a.expires_at > bindparam("now"))
+    .values(
+        state=bindparam("p_state"),
+        session=bindparam("p_session"),
+        decided_at=bindparam("now"),
+        decided_by=bindparam("p_actor"),
+    )
+    .returning(*_RETURN)
+)
+# Closed by the system: expired or cancelled, nobody decided.
+_CLOSE = update(_approvals).values(
+    state=bindparam("p_state"),
+    decided_at=bindparam("now"),
+    decided_by=None,
+    note=bindparam("p_note"),
+)
+_CLOSE_ONE = _CLOSE.where(_ONE, _IS_PENDING).returning(*_RETURN)
+_CLOSE_RUN = _CLOSE.where(_a.run_id == bindparam("p_run_id"), _IS_PENDING).returning(*_RETURN)
+# Somebody waits for an approval while its owner holds a live lease on the run's message.
+_WAITED_FOR = exists().where(
+    and_(
+        _claims.c.message_id == _a.message_id,
+        _claims.c.owner == _a.owner,
+        ACTIVE,  # claimed or replied
+        _claims.c.lease_until > bindparam("now"),
+    )
+)
+_CLOSE_ORPHANED = _CLOSE.where(_IS_PENDING, ~_WAITED_FOR).returning(*_RETURN)
+_CLOSE_OVERDUE = _CLOSE.where(_IS_PENDING, _a.expires_at < bindparam("cutoff")).returning(*_RETURN)
+_STATES = select(_a.id, _a.state).where(_a.id.in_(bindparam("p_ids", expanding=True)))
+_PENDING = (
+    select(_approvals)
+    .where(_IS_PENDING)
+    .order_by(_a.created_at.desc(), _a.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+_GRANTED = select(literal(1)).where(
+    _grants.c.scope_key == bindparam("scope_key"),
+    _grants.c.generation == bindparam("generation"),
+    _grants.c.tool == bindparam("tool"),
+)
+
+# decision -> (state, session, audit action)
+_DECIDED = {
+    "approve": (APPROVED, False, "approval.approved"),
+    "approve_session": (APPROVED, True, "approval.approved_session"),
+    "deny": (DENIED, False, "approval.denied"),
+}
+
+
+class ApprovalStore:
+    """Creates approvals, records their one transition, and keeps the conversation grants."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+        self._insert_grant = (
+            db.insert(_grants)
+            .on_conflict_do_nothing(index_elements=["scope_key", "generation", "tool"])
+            .values(
+                scope_key=bindparam("p_scope_key"),
+                generation=bindparam("p_generation"),
+                tool=bindparam("p_tool"),
+                granted_by=bindparam("p_actor"),
+                granted_at=bindparam("now"),
+                approval_id=bindparam("p_id"),
+            )
+        )
+
+    async def create(self, new: NewApproval) -> ApprovalRecord:
+        """Record a pending approval that expires `ttl_seconds` from now."""
+        now = self._clock()
+        values = {
+            name: getattr(new, name) for name in NewApproval.__slots__ if name != "ttl_seconds"
+        }
+        values.update(
+            id=uuid.uuid4().hex,
+            approvers=json.dumps(list(new.approvers)),
+            state=PENDING,
+            session=False,
+            created_at=now,
+            expires_at=now + new.ttl_seconds,
+        )
+        return await self._db.transact(_create, values)
+
+    async def set_card(self, approval_id: str, card_message_id: str) -> None:
+        """Remember the message of the approval's card (to update it when the approval ends)."""
+        await self._db.transact(
+            _execute, _SET_CARD, {"p_id": approval_id, "p_card": card_message_id}
+        )
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None:
+        return await self._db.transact(_get, approval_id, write=False)
+
+    async def decide(self, approval_id: str, decision: Decision, *, actor: str) -> Outcome:
+        """Approve or deny a pending approval whose time has not run out.
+
+        `approve_session` also grants the tool for the rest of the conversation generation.
+        When the approval is no longer pending (decided, expired, cancelled: a racer won) or
+        its time ran out, nothing is written and the outcome carries the row as it is.
+        Whether `actor` may decide is the caller's check (see `ApprovalRecord.approvers`).
+        """
+        if decision not in _DECIDED:
+            raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
+        return await self._db.transact(
+            _decide, self._insert_grant, approval_id, decision, actor, self._clock()
+        )
+
+    async def expire(self, approval_id: str) -> Outcome:
+        """End a pending approval whose time ran out (the waiting process's timer)."""
+        return await self._db.transact(_close_one, approval_id, EXPIRED, None, self._clock())
+
+    async def cancel(self, approval_id: str, note: str) -> Outcome:
+        """End a pending approval nobody needs any more, e.g. its run was stopped."""
+        return await self._db.transact(_close_one, approval_id, CANCELLED, note, self._clock())
+
+    async def cancel_run(self, run_id: str, note: str) -> list[ApprovalRecord]:
+        """Cancel every pending approval of a run; returns those this call cancelled."""
+        return await self._db.transact(_cancel_run, run_id, note, self._clock())
+
+    async def states(self, approval_ids: Collection[str]) -> dict[str, str]:
+        """The state of each approval that exists, in one query (a watcher's way to notice
+        decisions recorded by other processes)."""
+        ids = list(approval_ids)
+        if not ids:
+            return {}
+        return await self._db.transact(_states, ids, write=False)
+
+    async def close_orphans(self, *, grace_seconds: float = 5.0) -> list[ApprovalRecord]:
+        """Close the pending approvals nobody waits for any more; returns those this call
+        closed (their cards need updating).
+
+        Cancelled with the note `RUN_GONE`: those whose owner no longer holds a live lease on
+        the run's message (its process died, or the message was taken over or finished).
+        Expired: those still pending `grace_seconds` past their expiry (the owner's timer
+        should have expired them).
+        """
+        return await self._db.transact(_close_orphans, self._clock(), grace_seconds)
+
+    async def pending(self, *, limit: int = 50) -> list[ApprovalRecord]:
+        """The pending approvals, newest first."""
+        return await self._db.transact(_pending, limit, write=False)
+
+    async def granted(self, scope_key: str, generation: int, tool: str) -> bool:
+        """Whether `tool` was approved for the rest of this conversation generation."""
+        return await self._db.transact(
+            _granted,
+            {"scope_key": scope_key, "generation": generation, "tool": tool},
+            write=False,
+        )
+
+
+# The transactions, run by `Database.transact` with a synchronous connection.
+
+
+def _create(connection: Connection, values: dict[str, Any]) -> ApprovalRecord:
+    return _record(connection.execute(_INSERT, values).mappings().one())
+
+
+def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> None:
+    connection.execute(statement, params)
+
+
+def _get(connection: Connection, approval_id: str) -> ApprovalRecord | None:
+    row = connection.execute(_BY_ID, {"p_id": approval_id}).mappings().first()
+    return None if row is None else _record(row)
+
+
+def _decide(
+    connection: Connection,
+    insert_grant: Any,
+    approval_id: str,
+    decision: Decision,
+    actor: str,
+    now: float,
+) -> Outcome:
+    state, session, action = _DECIDED[decision]
+    params = {
+        "p_id": approval_id,
+        "p_state": state,
+        "p_session": session,
+        "p_actor": actor,
+        "now": now,
+    }
+    row = connection.execute(_DECIDE, params).mappings().first()
+    if row is None:
+        return Outcome(False, _get(connection, approval_id))
+    record = _record(row)
+    if session:
+        connection.execute(
+            insert_grant,
+            {
+                **params,
+                "p_scope_key": record.scope_key,
+                "p_generation": record.generation,
+                "p_tool": record.tool,
+            },
+        )
+    _audit(connection, record, action, actor, now)
+    return Outcome(True, record)
+
+
+def _close_one(
+    connection: Connection, approval_id: str, state: str, note: str | None, now: float
+) -> Outcome:
+    params = {"p_id": approval_id, "p_state": state, "p_note": note, "now": now}
+    row = connection.execute(_CLOSE_ONE, params).mappings().first()
+    if row is None:
+        return Outcome(False, _get(connection, approval_id))
+    record = _record(row)
+    _audit(connection, record, f"approval.{state}", None, now)
+    return Outcome(True, record)
+
+
+def _cancel_run(connection: Connection, run_id: str, note: str, now: float) -> list[ApprovalRecord]:
+    params = {"p_run_id": run_id, "p_state": CANCELLED, "p_note": note, "now": now}
+    return _closed(connection, connection.execute(_CLOSE_RUN, params), now)
+
+
+def _close_orphans(
+    connection: Connection, now: float, grace_seconds: float
+) -> list[ApprovalRecord]:
+    params = {"p_state": CANCELLED, "p_note": RUN_GONE, "now": now}
+    closed = _closed(connection, connection.execute(_CLOSE_ORPHANED, params), now)
+    params = {"p_state": EXPIRED, "p_note": None, "now": now, "cutoff": now - grace_seconds}
+    closed += _closed(connection, connection.execute(_CLOSE_OVERDUE, params), now)
+    return closed
+
+
+def _closed(connection: Connection, result: Any, now: float) -> list[ApprovalRecord]:
+    """The records a system close changed, oldest first, each with its audit row."""
+    records = sorted(map(_record, result.mappings()), key=lambda r: (r.created_at, r.id))
+    for record in records:
+        _audit(connection, record, f"approval.{record.state}", None, now)
+    return records
+
+
+def _states(connection: Connection, ids: list[str]) -> dict[str, str]:
+    return dict(connection.execute(_STATES, {"p_ids": ids}).all())
+
+
+def _pending(connection: Connection, limit: int) -> list[ApprovalRecord]:
+    return [_record(row) for row in connection.execute(_PENDING, {"limit": limit}).mappings()]
+
+
+def _granted(connection: Connection, params: dict[str, Any]) -> bool:
+    return connection.execute(_GRANTED, params).first() is not None
+
+
+def _audit(
+    connection: Connection, record: ApprovalRecord, action: str, actor: str | None, now: float
+) -> None:
+    detail: dict[str, Any] = {"tool": record.tool, "run_id": record.run_id}
+    if record.note is not None:
+        detail["note"] = record.note
+    write_audit(
+        connection,
+        AuditEntry(action, actor=actor, target=record.id, chat_id=record.chat_id, detail=detail),
+        now,
+    )
