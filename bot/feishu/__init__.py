@@ -8,6 +8,14 @@ its failures are the ``FeishuError`` tree of :mod:`bot.feishu.errors`. The clien
 
 from typing import TYPE_CHECKING, Any
 
+from .admin_card import ADMIN_ACTION, AdminCardView, admin_button_value, admin_card
+from .approval_card import (
+    APPROVAL_ACTION,
+    ApprovalCardView,
+    ApprovalState,
+    approval_card,
+    button_value,
+)
 from .errors import (
     FeishuCardInvalid,
     FeishuEditWindowClosed,
@@ -28,6 +36,11 @@ if TYPE_CHECKING:
     from .client import BotInfo, FeishuClient, SentMessage
 
 __all__ = [
+    "ADMIN_ACTION",
+    "APPROVAL_ACTION",
+    "AdminCardView",
+    "ApprovalCardView",
+    "ApprovalState",
     "BotInfo",
     "FeishuCardInvalid",
     "FeishuClient",
@@ -43,6 +56,10 @@ __all__ = [
     "FeishuTransportError",
     "SentMessage",
     "TenantTokenManager",
+    "admin_button_value",
+    "admin_card",
+    "approval_card",
+    "button_value",
     "error_for",
 ]
 

@@ -1,0 +1,107 @@
+"""The admin card: read-only mode at a glance, with one button to toggle it.
+
+A pure function of a small view model, like the approval card. The button carries
+``admin_button_value("read_only", "on"|"off")``; turning read-only on asks for
+confirmation first, turning it off does not. The card says when the mode last changed
+with the date, since that may be days ago.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .approval_card import format_time, mention, mentions
+
+ADMIN_ACTION = "admin"  # the "action" field of every admin button value
+READ_ONLY_SETTING = "read_only"
+
+MODE_ON = "Read-only mode: **on** — write tools are disabled for everyone"
+MODE_OFF = "Read-only mode: **off** — tools that write need approval as configured"
+ADMINS_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class AdminCardView:
+    read_only: bool
+    changed_by: str | None = None  # open_id of who last toggled
+    changed_at: float | None = None
+    admins: tuple[str, ...] = ()
+    timezone: str = "UTC"
+    # Card markdown written by our code (it may hold mentions), shown at the top after a
+    # toggle, e.g. "Read-only mode turned on by <at id=ou_x></at>". Not escaped.
+    notice: str | None = None
+
+
+def admin_button_value(setting: str, value: str) -> dict[str, str]:
+    """The callback value of an admin button (``action.value`` in the click event)."""
+    return {"action": ADMIN_ACTION, "setting": setting, "value": value}
+
+
+def admin_card(view: AdminCardView) -> dict[str, Any]:
+    """The admin card (JSON 2.0): post it for the admin command, return it after a toggle."""
+    state = "on" if view.read_only else "off"
+    elements: list[dict[str, Any]] = []
+    if view.notice:
+        elements.append(_markdown("notice", view.notice))
+    elements.append(_markdown("mode", MODE_ON if view.read_only else MODE_OFF))
+    elements.append(_markdown("changed", _changed(view)))
+    admins = mentions(view.admins, shown=ADMINS_SHOWN) if view.admins else "none configured"
+    elements.append(_markdown("admins", f"**Admins** {admins}"))
+    elements.append(_toggle(view.read_only))
+    return {
+        "schema": "2.0",
+        "config": {
+            "update_multi": True,
+            "summary": {"content": f"larkgate admin: read-only mode {state}"},
+        },
+        "header": {
+            "title": {"tag": "plain_text", "content": "larkgate admin"},
+            "subtitle": {"tag": "plain_text", "content": f"Read-only mode is {state}"},
+            "template": "red" if view.read_only else "blue",
+        },
+        "body": {"direction": "vertical", "elements": elements},
+    }
+
+
+def _changed(view: AdminCardView) -> str:
+    if view.changed_by is None and view.changed_at is None:
+        return "Last changed: never (this is the configured setting)"
+    text = "Last changed"
+    if view.changed_by:
+        text += f" by {mention(view.changed_by)}"
+    if view.changed_at is not None:
+        text += f" on {format_time(view.changed_at, view.timezone, date=True)}"
+    return text
+
+
+def _toggle(read_only: bool) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "tag": "button",
+        "element_id": "btn_read_only",
+        "type": "primary" if read_only else "danger",
+        "text": {
+            "tag": "plain_text",
+            "content": "Turn read-only off" if read_only else "Turn read-only on",
+        },
+        "behaviors": [
+            {
+                "type": "callback",
+                "value": admin_button_value(READ_ONLY_SETTING, "off" if read_only else "on"),
+            }
+        ],
+    }
+    if not read_only:
+        button["confirm"] = {
+            "title": {"tag": "plain_text", "content": "Turn read-only mode on?"},
+            "text": {
+                "tag": "plain_text",
+                "content": "Tools that write will be disabled for everyone "
+                "until an admin turns read-only mode off.",
+            },
+        }
+    return button
+
+
+def _markdown(element_id: str, content: str) -> dict[str, Any]:
+    return {"tag": "markdown", "element_id": element_id, "content": content}

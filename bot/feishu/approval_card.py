@@ -1,0 +1,279 @@
+"""The approval card: what approvers see, as a pure function of a small view model.
+
+One card per approval, rewritten in place as the approval moves on: ``pending`` has
+three buttons (approve, approve for this conversation, deny); ``approved``, ``denied``,
+``expired`` and ``cancelled`` have none, a header colour per state and a line saying
+what happened, who acted and when. Every button carries
+``button_value(approval_id, decision)``, so a click is routed without other state.
+
+Text from outside is data, never markdown. The arguments sit in a fenced code block
+they cannot close (runs of three or more backticks become lookalikes, ``<at`` tags are
+broken up) and are cut to a preview that says it was cut. Inline text (the model's
+reason, notes) is flattened to one line and HTML-escaped, which Feishu markdown shows
+literally (``&#42;`` is ``*``). Invisible and control characters show as ``\\uXXXX``,
+so a bidi override cannot disguise what a call does. Mentions are made only from
+well-formed open_ids, never ``all``.
+
+The helpers ``mention``, ``format_time`` and ``escape_markdown`` are shared with
+:mod:`bot.feishu.admin_card`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+ApprovalState = Literal["pending", "approved", "denied", "expired", "cancelled"]
+
+APPROVAL_ACTION = "approval"  # the "action" field of every approval button value
+DECISIONS = ("approve", "approve_session", "deny")
+
+ARGUMENT_CHARS = 1500  # a markdown element drops text past a few thousand characters
+ARGUMENT_LINES = 40
+REASON_CHARS = 500
+NOTE_CHARS = 200
+TOOL_CHARS = 100
+APPROVERS_SHOWN = 10
+
+_HEADERS: dict[str, tuple[str, str]] = {
+    "pending": ("Approval needed", "orange"),
+    "approved": ("Approved", "green"),
+    "denied": ("Denied", "red"),
+    "expired": ("Expired", "grey"),
+    "cancelled": ("Cancelled", "grey"),
+}
+_OPEN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_FENCE_RUN = re.compile(r"`{3,}")
+_AT_TAG = re.compile(r"<(?=/?at\b)", re.IGNORECASE)
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_MARKDOWN_ESCAPES = str.maketrans(
+    {ch: f"&#{ord(ch)};" for ch in "&<>*_~`[]|\\"},
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalCardView:
+    approval_id: str
+    tool: str
+    arguments: str  # readable preview of the arguments (plain text, may be multi-line JSON)
+    requester: str  # open_id of who asked
+    reason: str | None  # the model's stated reason, if any
+    approvers: tuple[str, ...]  # open_ids who may decide
+    expires_at: float  # epoch seconds
+    state: ApprovalState = "pending"
+    decided_by: str | None = None  # open_id; None when the system expired/cancelled it
+    decided_at: float | None = None
+    session: bool = False  # approved for the rest of the conversation (same tool)
+    note: str | None = None  # e.g. "the run was stopped", "the bot restarted"
+    timezone: str = "UTC"  # IANA zone used to show times
+
+
+def button_value(approval_id: str, decision: str) -> dict[str, str]:
+    """The callback value of an approval button (``action.value`` in the click event)."""
+    return {"action": APPROVAL_ACTION, "decision": decision, "approval_id": approval_id}
+
+
+def approval_card(view: ApprovalCardView) -> dict[str, Any]:
+    """The card (JSON 2.0) for ``view``: post it when pending, PATCH it on every change."""
+    tool = _clip(_visible(" ".join(view.tool.split())), TOOL_CHARS) or "(unnamed tool)"
+    tool = _AT_TAG.sub("<\u200b", tool)
+    title, template = _HEADERS.get(view.state, ("Closed", "grey"))
+    if view.state == "approved" and view.session:
+        title = "Approved for this conversation"
+    elements = [
+        _markdown("facts", _facts(view, tool)),
+        _markdown("args", _arguments(view.arguments)),
+        _markdown("people", _people(view)),
+    ]
+    if view.state == "pending":
+        if view.note:
+            elements.append(_markdown("note", f"ℹ️ {_inline(view.note, NOTE_CHARS)}"))
+        elements.append(_buttons(view.approval_id))
+    else:
+        elements.append(_markdown("decision", _decision(view)))
+    elements.append(_footer(f"Approval ID: {view.approval_id}"))
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": f"{title}: {_clip(tool, 60)}"}},
+        "header": {
+            "title": {"tag": "plain_text", "content": title},
+            "subtitle": {"tag": "plain_text", "content": tool},
+            "template": template,
+        },
+        "body": {"direction": "vertical", "elements": elements},
+    }
+
+
+# -- shared with the admin card ------------------------------------------------------------
+
+
+def mention(open_id: str) -> str:
+    """``<at id=…></at>`` for a well-formed open_id; anything else as escaped text."""
+    if _OPEN_ID.fullmatch(open_id) and open_id.lower() != "all":
+        return f"<at id={open_id}></at>"
+    return _inline(open_id, 64) or "(unknown)"
+
+
+def mentions(open_ids: tuple[str, ...], *, shown: int = APPROVERS_SHOWN) -> str:
+    text = " ".join(mention(open_id) for open_id in open_ids[:shown])
+    if len(open_ids) > shown:
+        text += f" and {len(open_ids) - shown} more"
+    return text
+
+
+def format_time(epoch: float, timezone: str, *, date: bool = False) -> str:
+    """``HH:MM (zone)`` (``YYYY-MM-DD HH:MM (zone)`` with ``date``), markdown-safe.
+
+    An unknown zone shows UTC rather than failing: the card must still render.
+    """
+    zone, name = _zone(timezone)
+    try:
+        moment = datetime.fromtimestamp(epoch, zone)
+    except (OverflowError, OSError, ValueError):
+        return "(unknown time)"
+    shown = moment.strftime("%Y-%m-%d %H:%M" if date else "%H:%M")
+    return f"{shown} ({escape_markdown(name)})"
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` with the characters card markdown acts on as HTML entities."""
+    return text.translate(_MARKDOWN_ESCAPES)
+
+
+def _inline(text: str, limit: int) -> str:
+    """Outside text for one markdown line: flattened, visible, cut, then escaped."""
+    return escape_markdown(_clip(_visible(" ".join(text.split())), limit))
+
+
+def _visible(text: str, keep: str = "") -> str:
+    """Control, format and separator characters as ``\\uXXXX`` so they can be seen."""
+    return "".join(
+        f"\\u{ord(ch):04x}" if ch not in keep and unicodedata.category(ch) in _HIDDEN else ch
+        for ch in text
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@lru_cache(maxsize=32)
+def _zone(name: str) -> tuple[tzinfo, str]:
+    try:
+        return ZoneInfo(name), name
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        return UTC, "UTC"
+
+
+# -- the parts of the card -----------------------------------------------------------------
+
+
+def _facts(view: ApprovalCardView, tool: str) -> str:
+    lines = [f"**Requested by** {mention(view.requester)}"]
+    reason = _inline(view.reason or "", REASON_CHARS)
+    if reason:
+        lines.append(f"**Reason** {reason}")
+    # A code span shows its content literally; only a backtick could end it early.
+    lines.append(f"**Tool** `{tool.replace('`', 'ʼ')}`")
+    return "\n".join(lines)
+
+
+def _arguments(arguments: str) -> str:
+    raw = arguments.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    head = "\n".join(raw[:ARGUMENT_CHARS].split("\n")[:ARGUMENT_LINES])
+    visible = _visible(head, keep="\n\t")
+    shown = visible[:ARGUMENT_CHARS]
+    cut = len(head) < len(raw) or len(shown) < len(visible)
+    if cut:
+        shown = shown.rstrip() + "…"
+    # Neither a fence nor a mention can be written from inside the block.
+    shown = _FENCE_RUN.sub(lambda match: "ˋ" * len(match.group()), shown)
+    shown = _AT_TAG.sub("<\u200b", shown)
+    language = "json" if shown.lstrip().startswith(("{", "[")) else ""
+    text = f"**Arguments**\n```{language}\n{shown or '(none)'}\n```"
+    if cut:
+        text += f"\n_Preview cut: the arguments are {len(raw):,} characters long._"
+    return text
+
+
+def _people(view: ApprovalCardView) -> str:
+    lines = []
+    if view.approvers:
+        lines.append(f"**Approvers** {mentions(view.approvers)}")
+    if view.state == "pending":
+        lines.append(f"⏳ Expires at {format_time(view.expires_at, view.timezone)}")
+    return "\n".join(lines) or "**Approvers** (none listed)"
+
+
+def _decision(view: ApprovalCardView) -> str:
+    by = f" by {mention(view.decided_by)}" if view.decided_by else ""
+    at = f" at {format_time(view.decided_at, view.timezone)}" if view.decided_at is not None else ""
+    note = _inline(view.note or "", NOTE_CHARS)
+    if view.state == "cancelled":
+        return f"⏹ Cancelled{by}{at}" + (f": {note}" if note else "")
+    if view.state == "approved":
+        what = "✅ Approved for this conversation" if view.session else "✅ Approved"
+        line = f"{what}{by}{at}"
+    elif view.state == "denied":
+        line = f"❌ Denied{by}{at}"
+    elif view.state == "expired":
+        when = format_time(view.expires_at, view.timezone)
+        line = f"⌛ Expired at {when} (no decision within the time limit)"
+    else:  # a state this card does not know: show it closed, never clickable
+        line = f"⏹ Closed ({_inline(str(view.state), 40)}){by}{at}"
+    return f"{line} — {note}" if note else line
+
+
+def _buttons(approval_id: str) -> dict[str, Any]:
+    buttons = [
+        ("btn_approve", "Approve", "primary_filled", "approve"),
+        ("btn_session", "Approve for this conversation", "default", "approve_session"),
+        ("btn_deny", "Deny", "danger", "deny"),
+    ]
+    return {
+        "tag": "column_set",
+        "element_id": "actions",
+        "flex_mode": "flow",
+        "horizontal_spacing": "8px",
+        "columns": [
+            {
+                "tag": "column",
+                "width": "auto",
+                "elements": [
+                    {
+                        "tag": "button",
+                        "element_id": element_id,
+                        "type": kind,
+                        "text": {"tag": "plain_text", "content": label},
+                        "behaviors": [
+                            {"type": "callback", "value": button_value(approval_id, decision)}
+                        ],
+                    }
+                ],
+            }
+            for element_id, label, kind, decision in buttons
+        ],
+    }
+
+
+def _markdown(element_id: str, content: str) -> dict[str, Any]:
+    return {"tag": "markdown", "element_id": element_id, "content": content}
+
+
+def _footer(text: str) -> dict[str, Any]:
+    # Plain text: shown as it is, in small grey type.
+    return {
+        "tag": "div",
+        "element_id": "footer",
+        "text": {
+            "tag": "plain_text",
+            "content": text,
+            "text_size": "notation",
+            "text_color": "grey",
+        },
+    }
