@@ -24,9 +24,11 @@ from bot.conversations import ConversationWorkers
 from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
-from bot.feishu.events import Rejected, parse_card_action
+from bot.feishu.events import InboundMessage, Rejected, parse_card_action
 from bot.feishu.routes import card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
+from bot.governance.actions import toast
+from bot.governance.service import Governance, build_governance
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import EventIntake, InFlight
 from bot.runtime.messages import MessageHandler
@@ -65,6 +67,7 @@ class Services:
     in_flight: InFlight
     owner: str
     tools: ToolRegistry
+    governance: Governance
 
 
 SERVICES = web.AppKey("services", Services)
@@ -109,7 +112,8 @@ def create_app(
         action = parse_card_action(event.envelope)
         if isinstance(action, Rejected):
             logger.warning("card callback %s rejected: %s", event.event_id, action.reason)
-        return {"toast": {"type": "info", "content": "This button is no longer active."}}
+            return toast("info", "This button is no longer active.")
+        return await app[SERVICES].governance.card_actions(action)
 
     app.router.add_post("/feishu/events", events_handler(verifier, on_event))
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
@@ -154,15 +158,46 @@ def _lifecycle(
         async def record_call(record: CallRecord) -> None:
             await call_log.record(CallEntry(**{k: getattr(record, k) for k in CallEntry.__slots__}))
 
-        hooks = [*overrides.hooks, CallLogHook(record_call, hub.connector_of, clock=clock)]
         tasks = TaskTracker()
+        governance = build_governance(
+            settings.governance(),
+            database=database,
+            feishu=feishu,
+            tools=tools,
+            connector_of=hub.connector_of,
+            owner=me,
+            spawn=tasks.spawn,
+            sweep_interval=max(1.0, runtime.claim_lease_seconds / 2),
+            clock=clock,
+        )
+        hooks = [
+            *governance.hooks,
+            *overrides.hooks,
+            CallLogHook(record_call, hub.connector_of, clock=clock),
+        ]
         in_flight = InFlight()
         replies = ReplySender(feishu)
         workers = ConversationWorkers(runtime.max_concurrent_runs)
         budget = settings.llm().context_budget
 
-        def agent_factory() -> ReActAgent:
-            return ReActAgent(model, tools, hooks=hooks, context_budget=budget)
+        async def agent_factory() -> ReActAgent:
+            offered = await governance.tools_for_run()
+            return ReActAgent(model, offered, hooks=hooks, context_budget=budget)
+
+        budgets = governance.budgets
+
+        async def record_usage(message: InboundMessage, tokens: int) -> str:
+            return await budgets.record(
+                sender=message.sender_open_id,
+                chat_id=message.chat_id,
+                chat_type=message.chat_type,
+                tokens=tokens,
+            )
+
+        async def admit(message: InboundMessage) -> str | None:
+            return await budgets.admit(
+                sender=message.sender_open_id, chat_id=message.chat_id, chat_type=message.chat_type
+            )
 
         turns = TurnRunner(
             agent_factory=agent_factory,
@@ -179,6 +214,7 @@ def _lifecycle(
             in_flight=in_flight,
             owner=me,
             history_messages=runtime.history_messages,
+            record_usage=record_usage if budgets.enabled else None,
             clock=clock,
         )
         handler = MessageHandler(
@@ -191,6 +227,8 @@ def _lifecycle(
             turns=turns,
             in_flight=in_flight,
             owner=me,
+            admin=governance.admin,
+            admit=admit if budgets.enabled else None,
         )
         intake = EventIntake(
             ledger,
@@ -203,13 +241,25 @@ def _lifecycle(
             clock=clock,
         )
         app[SERVICES] = Services(
-            database, feishu, identity, ledger, intake, workers, tasks, in_flight, me, tools
+            database,
+            feishu,
+            identity,
+            ledger,
+            intake,
+            workers,
+            tasks,
+            in_flight,
+            me,
+            tools,
+            governance,
         )
         loop = asyncio.get_running_loop()
         chores = [
             loop.create_task(intake.sweep_expired(), name="sweep-expired-claims"),
             loop.create_task(intake.keep_leases(), name="keep-leases"),
             loop.create_task(intake.purge(runtime.dedup_retention_hours), name="purge-claims"),
+            loop.create_task(governance.waits.watch(), name="approval-decisions"),
+            loop.create_task(governance.sweeper.run(), name="approval-sweeper"),
         ]
         # lark-oapi alone leaves ~300k objects for the collector: a full collection
         # takes ~280 ms and would stall every request in flight. Everything built so far

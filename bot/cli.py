@@ -1,4 +1,5 @@
-"""The ``larkgate`` command: ``serve`` runs the bot, ``migrate`` updates the database."""
+"""The ``larkgate`` command: ``serve`` runs the bot; ``migrate``, ``check`` and ``audit`` help
+operate it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check",
         help="check the settings, Feishu, the model and the connectors; exit 1 on a problem",
     )
+    audit = commands.add_parser(
+        "audit", help="print recent audit entries (approvals, mode changes, admin commands)"
+    )
+    audit.add_argument("--limit", type=int, default=50, help="how many entries (default 50)")
+    audit.add_argument(
+        "--action", help="only actions starting with this, e.g. approval. or readonly."
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -29,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(settings, args.host, args.port)
         if args.command == "check":
             return _check(settings)
+        if args.command == "audit":
+            return _audit(settings, args.limit, args.action)
         return _migrate(settings)
     except SettingsError as exc:
         print(f"larkgate: {exc}", file=sys.stderr)
@@ -79,6 +89,39 @@ def _check(settings: Settings) -> int:
     for result in results:
         print(f"{'ok  ' if result.ok else 'FAIL'}  {result.name:<{width}}  {result.detail}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _audit(settings: Settings, limit: int, action: str | None) -> int:
+    import asyncio
+    import json
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from bot.store.audit import AuditLog, AuditRecord
+    from bot.store.db import Database
+    from bot.store.migrate import upgrade
+
+    async def recent() -> list[AuditRecord]:
+        async with Database(settings.database_url) as database:
+            return await AuditLog(database).recent(limit=limit, action=action)
+
+    upgrade(settings.database_url)
+    zone = ZoneInfo(settings.larkgate_timezone)
+    records = asyncio.run(recent())
+    if not records:
+        print("no audit entries")
+    for record in reversed(records):  # oldest first, like a log
+        when = datetime.fromtimestamp(record.at, zone).strftime("%Y-%m-%d %H:%M:%S")
+        fields = [
+            when,
+            record.action,
+            f"by {record.actor or 'system'}",
+            f"target {record.target}" if record.target else "",
+            f"in {record.chat_id}" if record.chat_id else "",
+            json.dumps(record.detail, ensure_ascii=False) if record.detail else "",
+        ]
+        print("  ".join(field for field in fields if field))
+    return 0
 
 
 def _migrate(settings: Settings) -> int:

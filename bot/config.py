@@ -13,11 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.feishu.config import FeishuConfig
+from bot.governance.config import (
+    APPROVAL_MODES,
+    ApprovalMode,
+    ApprovalRules,
+    ApproverRule,
+    BudgetConfig,
+    GovernanceConfig,
+)
 from connectors.config import ConnectorsConfig, merge_environment
 
 GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
@@ -52,7 +61,7 @@ class Settings(BaseSettings):
     larkgate_admins: Annotated[tuple[str, ...], NoDecode] = ()
     larkgate_host: str = "0.0.0.0"
     larkgate_port: int = Field(default=8000, ge=1, le=65535)
-    larkgate_approval_ttl_seconds: int = Field(default=600, ge=10)
+    larkgate_approval_ttl_seconds: int = Field(default=600, ge=1)
     larkgate_console_token: SecretStr = SecretStr("")
     larkgate_config: Path | None = None
     larkgate_max_event_age_seconds: int = Field(default=900, ge=1)
@@ -72,12 +81,30 @@ class Settings(BaseSettings):
     http_connector_allowed_hosts: str = ""
     # Live answer cards: snapshots per second per card (Feishu allows 10 operations).
     larkgate_card_updates_per_second: float = Field(default=4.0, gt=0, le=10)
+    # Who may decide approvals: auto (the admins if any, else the requester), requester,
+    # admins, or a comma-separated list of open_ids.
+    larkgate_approvers: str = "auto"
+    # Time zone for times on cards and for when daily budgets reset.
+    larkgate_timezone: str = "UTC"
+    # Budgets, off at 0: messages a minute per user, tokens a day per user and per group.
+    larkgate_rate_limit_per_minute: int = Field(default=0, ge=0)
+    larkgate_user_daily_tokens: int = Field(default=0, ge=0)
+    larkgate_group_daily_tokens: int = Field(default=0, ge=0)
 
     @field_validator("larkgate_admins", "larkgate_group_allowlist", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("larkgate_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
         return value
 
     @field_validator("feishu_domain", "llm_base_url")
@@ -124,6 +151,26 @@ class Settings(BaseSettings):
             history_messages=self.larkgate_history_messages,
             shutdown_grace_seconds=self.larkgate_shutdown_grace_seconds,
             max_event_age_seconds=self.larkgate_max_event_age_seconds,
+        )
+
+    def governance(self) -> GovernanceConfig:
+        approvers = self.larkgate_approvers.strip()
+        if approvers in ("auto", "requester", "admins"):
+            rule = ApproverRule(approvers)  # type: ignore[arg-type]
+        else:
+            ids = tuple(part.strip() for part in approvers.split(",") if part.strip())
+            rule = ApproverRule("list", ids) if ids else ApproverRule()
+        return GovernanceConfig(
+            admins=frozenset(self.larkgate_admins),
+            approval_ttl_seconds=float(self.larkgate_approval_ttl_seconds),
+            rules=load_approval_rules(self.larkgate_config),
+            approvers=rule,
+            budgets=BudgetConfig(
+                messages_per_minute=self.larkgate_rate_limit_per_minute,
+                user_daily_tokens=self.larkgate_user_daily_tokens,
+                group_daily_tokens=self.larkgate_group_daily_tokens,
+            ),
+            timezone=self.larkgate_timezone,
         )
 
     def connectors(self, environ: Mapping[str, str] | None = None) -> ConnectorsConfig:
@@ -255,6 +302,42 @@ def load_connector_sections(path: Path | None) -> tuple[dict[str, dict[str, Any]
     if not isinstance(section, dict) or not all(isinstance(v, dict) for v in section.values()):
         raise SettingsError(f"{path}: [connectors] must hold one table per connector")
     return {name: dict(values) for name, values in section.items()}, True
+
+
+def load_approval_rules(path: Path | None) -> ApprovalRules:
+    """Which calls need approval, from larkgate.toml::
+
+    [approvals]
+    default = "write"          # write (tools not classified read) | always | never
+
+    [approvals.tools]
+    sql_execute = "always"
+
+    [approvals.connectors]
+    http = "never"
+    """
+    if path is None:
+        return ApprovalRules()
+    section = _read_toml(path).get("approvals", {})
+    if not isinstance(section, dict):
+        raise SettingsError(f"{path}: [approvals] must be a table")
+
+    def mode(value: object, where: str) -> ApprovalMode:
+        if value not in APPROVAL_MODES:
+            raise SettingsError(f"{path}: {where} must be one of {', '.join(APPROVAL_MODES)}")
+        return value  # type: ignore[return-value]
+
+    def table(name: str) -> dict[str, ApprovalMode]:
+        values = section.get(name, {})
+        if not isinstance(values, dict):
+            raise SettingsError(f"{path}: [approvals.{name}] must be a table")
+        return {key: mode(value, f"approvals.{name}.{key}") for key, value in values.items()}
+
+    return ApprovalRules(
+        default=mode(section.get("default", "write"), "approvals.default"),
+        tools=table("tools"),
+        connectors=table("connectors"),
+    )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

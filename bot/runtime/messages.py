@@ -9,11 +9,13 @@ queue, which is what lets ``/stop`` stop a run in progress.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
+from bot.governance.admin import AdminCommands, AdminReply
 from bot.store import Claim, ConversationStore, MessageLedger
 
 from . import texts
@@ -24,7 +26,9 @@ from .turns import TurnRunner
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("/help", "/reset", "/stop")
+COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin")
+# Says why a message may not start a run (rate limit, budget), or None.
+Admission = Callable[[InboundMessage], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,11 @@ class MessageHandler:
         turns: TurnRunner,
         in_flight: InFlight,
         owner: str,
+        admin: AdminCommands | None = None,
+        admit: Admission | None = None,
     ) -> None:
+        self._admin = admin
+        self._admit = admit
         self._ledger = ledger
         self._identity = identity
         self._policy = policy
@@ -86,6 +94,12 @@ class MessageHandler:
         if command is not None:
             await self._command(command, parsed, key)
             return
+        if self._admit is not None and parsed.text.strip():
+            refusal = await self._admit(parsed)
+            if refusal is not None:
+                logger.info("message %s not run: %s", parsed.message_id, refusal)
+                await self._notice(parsed, refusal)
+                return
         if not parsed.text.strip():
             # Only a mention, or a message type we cannot read.
             await self._notice(parsed, texts.UNSUPPORTED_ONLY if parsed.attachments else texts.HELP)
@@ -119,6 +133,31 @@ class MessageHandler:
                 await self._finish(job.message_id)
             await self._conversations.reset(key)
             await self._notice(message, texts.RESET)
+        elif self._admin is None:
+            await self._notice(message, texts.HELP)
+        elif command == "/readonly":
+            args = message.text.split()[1:]
+            reply = await self._admin.readonly(
+                args, actor=message.sender_open_id, chat_id=message.chat_id
+            )
+            await self._admin_reply(message, reply)
+        elif command == "/admin":
+            reply = await self._admin.admin_card(
+                actor=message.sender_open_id, chat_id=message.chat_id
+            )
+            await self._admin_reply(message, reply)
+
+    async def _admin_reply(self, message: InboundMessage, reply: AdminReply) -> None:
+        if reply.card is None:
+            await self._notice(message, reply.text)
+            return
+        target = ReplyTarget(message.message_id, in_thread=bool(message.thread_id))
+        try:
+            sent = await self._replies.card(target, reply.card, fallback_text=reply.text)
+        except ReplyFailed:
+            await self._finish(message.message_id)
+            return
+        await self._finish(message.message_id, reply_message_id=sent.message_id)
 
     async def _notice(self, message: InboundMessage, text: str) -> None:
         target = ReplyTarget(message.message_id, in_thread=bool(message.thread_id))

@@ -60,6 +60,12 @@ class ReplySender:
     async def notice(self, target: ReplyTarget, text: str) -> SentMessage:
         return await self._send_card(target, notice_card(text), 0, fallback_text=text)
 
+    async def card(
+        self, target: ReplyTarget, card: dict[str, Any], *, fallback_text: str
+    ) -> SentMessage:
+        """Reply with a card of our own (e.g. the admin card); plain text if it is refused."""
+        return await self._send_card(target, card, 0, fallback_text=fallback_text)
+
     async def _send_card(
         self, target: ReplyTarget, card: dict[str, Any], part: int, *, fallback_text: str
     ) -> SentMessage:

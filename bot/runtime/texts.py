@@ -9,7 +9,11 @@ HELP = """\
 - A message sent while I am working is added to the current task.
 - `/stop` stops the reply in progress.
 - `/reset` starts a new conversation (I forget the earlier messages).
-- `/help` shows this message."""
+- `/help` shows this message.
+- Admins: `/readonly on|off|status` switches every tool that writes off or on for the whole
+  organisation; `/admin` shows the admin card.
+- Before a tool that changes something runs, I post an approval card: it runs only after
+  someone allowed to approve presses **Approve**."""
 
 STOPPED = "Stopped the reply in progress."
 STOPPED_CARD = "_Stopped._"

@@ -26,9 +26,12 @@ from .live import LiveAnswer
 
 logger = logging.getLogger(__name__)
 
-AgentFactory = Callable[[], ReActAgent]
+# Makes the agent for a new run (async: what it may use depends on the org's mode).
+AgentFactory = Callable[[], Awaitable[ReActAgent]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
+# Counts a run's tokens against the asker's budgets; returns a usage line for the footer.
+UsageRecorder = Callable[[InboundMessage, int], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class TurnContext:
     chat_type: str
     sender_open_id: str
     thread_id: str
+    # The conversation generation (``/reset`` starts the next): approvals granted
+    # "for this conversation" hold within one generation.
+    generation: int
     # The live card of this turn: hooks that hold a call (approvals) mark it waiting.
     live: LiveAnswer | None = None
 
@@ -63,8 +69,10 @@ class TurnRunner:
         in_flight: InFlight,
         owner: str,
         history_messages: int,
+        record_usage: UsageRecorder | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._record_usage = record_usage
         self._agent_factory = agent_factory
         self._ledger = ledger
         self._conversations = conversations
@@ -95,7 +103,7 @@ class TurnRunner:
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
         query = "\n".join([message.text, *early])
-        agent = self._agent_factory()
+        agent = await self._agent_factory()
         run_id = uuid.uuid4().hex
         live = LiveAnswer(self._live_reply(message))
         context = TurnContext(
@@ -107,6 +115,7 @@ class TurnRunner:
             message.chat_type,
             message.sender_open_id,
             message.thread_id,
+            loaded.generation,
             live,
         )
         result = await agent.run(
@@ -119,7 +128,8 @@ class TurnRunner:
         )
         # The agent reads no more interrupts: later messages start the next turn.
         turn.close()
-        answer, outcome = await self._answer(agent, query, result, live, started_at)
+        usage_line = await self._usage(message, result)
+        answer, outcome = await self._answer(agent, query, result, live, started_at, usage_line)
         reply_ids = outcome.message_ids if outcome else []
         calls = outcome.calls if outcome else 0
         logger.info(
@@ -169,6 +179,7 @@ class TurnRunner:
         result: AgentResult,
         live: LiveAnswer,
         started_at: float,
+        usage_line: str = "",
     ) -> tuple[str | None, ReplyOutcome | None]:
         """Stream the answer into the live card; returns the answer text and the outcome."""
         if result.status == "cancelled":
@@ -188,7 +199,18 @@ class TurnRunner:
             answer = result.answer
             live.add_answer(answer)
         footer = _footer(result, self._clock() - started_at, getattr(agent.llm, "model", ""))
+        if usage_line:
+            footer = f"{footer} · {usage_line}"
         return answer, await live.reply.finish(footer)
+
+    async def _usage(self, message: InboundMessage, result: AgentResult) -> str:
+        if self._record_usage is None:
+            return ""
+        try:
+            return await self._record_usage(message, result.total_usage.total_tokens)
+        except Exception:  # a budget counter must not cost the user the answer
+            logger.exception("recording usage for %s failed", message.message_id)
+            return ""
 
     async def _complete(self, turn: Turn) -> None:
         for job in (turn.job, *turn.joined):

@@ -24,7 +24,7 @@ from bot.config import Settings, load_settings
 from bot.engine import LLM, Tool
 from connectors.config import ConnectorsConfig
 
-from fakes.feishu_push import message_event, plain_request, signed_request
+from fakes.feishu_push import card_action_event, message_event, plain_request, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
 from fakes.openai_server import FakeOpenAIServer, Reply
 
@@ -96,6 +96,29 @@ class Bot:
             message_id=message_id, text=text, verification_token=VERIFICATION_TOKEN, **fields
         )
         return await self.push(envelope)
+
+    async def click(
+        self,
+        value: Mapping[str, Any],
+        *,
+        by: str,
+        card_message_id: str = "om_card",
+        chat_id: str = "oc_dm",
+        event_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Press a card button the way Feishu reports it; returns the callback's answer."""
+        envelope = card_action_event(
+            verification_token=VERIFICATION_TOKEN,
+            value=value,
+            operator_open_id=by,
+            open_message_id=card_message_id,
+            open_chat_id=chat_id,
+            event_id=event_id,
+        )
+        body, headers = signed_request(envelope, encrypt_key=ENCRYPT_KEY)
+        status, answer = await self.post("/feishu/card", body, headers)
+        assert status == 200, answer
+        return answer
 
     def replies_to(self, message_id: str) -> list[FakeMessage]:
         return [m for m in self.feishu.sent if m.reply_to == message_id]

@@ -1,0 +1,72 @@
+"""Approval cards in the chat: posted as a reply to the user's message, and kept true.
+
+Decisions taken by a click get their resolved card in the callback's answer; expiries
+and cancellations (nobody clicked) are written to the card here, so no card stays
+clickable after its approval is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from bot.feishu.approval_card import ApprovalCardView, approval_card
+from bot.feishu.client import FeishuClient
+from bot.feishu.errors import FeishuError
+from bot.store.approvals import ApprovalRecord, ApprovalStore
+
+logger = logging.getLogger(__name__)
+
+
+class ApprovalCards:
+    def __init__(self, feishu: FeishuClient, store: ApprovalStore, *, timezone: str) -> None:
+        self._feishu = feishu
+        self._store = store
+        self._timezone = timezone
+
+    def card(self, record: ApprovalRecord) -> dict[str, Any]:
+        return approval_card(
+            ApprovalCardView(
+                approval_id=record.id,
+                tool=record.tool,
+                arguments=record.arguments,
+                requester=record.requester,
+                reason=record.reason,
+                approvers=record.approvers,
+                expires_at=record.expires_at,
+                state=record.state,  # type: ignore[arg-type]
+                decided_by=record.decided_by,
+                decided_at=record.decided_at,
+                session=record.session,
+                note=record.note,
+                timezone=self._timezone,
+            )
+        )
+
+    async def post(self, record: ApprovalRecord) -> str:
+        """Reply to the user's message with the pending card; returns its message id.
+
+        The uuid makes a retried post (or a re-run after a takeover) show one card.
+        """
+        sent = await self._feishu.reply_message(
+            record.message_id,
+            msg_type="interactive",
+            content=json.dumps(self.card(record), ensure_ascii=False),
+            uuid=f"approval-{record.id}",
+            reply_in_thread=bool(record.thread_id),
+        )
+        await self._store.set_card(record.id, sent.message_id)
+        return sent.message_id
+
+    async def refresh(self, record: ApprovalRecord, card_message_id: str | None = None) -> None:
+        """Rewrite the card to the approval's current state (best effort, logged)."""
+        message_id = card_message_id or record.card_message_id
+        if not message_id:
+            return
+        try:
+            await self._feishu.patch_message(
+                message_id, json.dumps(self.card(record), ensure_ascii=False)
+            )
+        except FeishuError as exc:
+            logger.warning("could not update approval card %s: %s", record.id, exc)

@@ -1,0 +1,160 @@
+"""FeishuGateHook: a tool call that needs approval waits for a human's click.
+
+The hook posts an approval card in the conversation, marks the call as waiting on the
+live answer card, and waits (without blocking anything else) until a decision or the
+expiry. Approve: the call runs. Deny: the model reads who denied it and goes on.
+Expiry counts as a deny and the card says so. A run that is stopped cancels its wait,
+and the approval with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from bot.engine import HookResult
+from bot.engine.hooks import ToolUse
+from bot.feishu.errors import FeishuError
+from bot.store.approvals import (
+    APPROVED,
+    CANCELLED,
+    DENIED,
+    EXPIRED,
+    ApprovalRecord,
+    ApprovalStore,
+    NewApproval,
+)
+
+from .cards import ApprovalCards
+from .config import GovernanceConfig
+from .origin import origin_of
+from .waits import ApprovalWaits
+
+logger = logging.getLogger(__name__)
+
+ARGUMENTS_PREVIEW_CHARS = 1500
+STOPPED_NOTE = "the run was stopped before a decision"
+
+
+class FeishuGateHook:
+    def __init__(
+        self,
+        *,
+        config: GovernanceConfig,
+        store: ApprovalStore,
+        waits: ApprovalWaits,
+        cards: ApprovalCards,
+        connector_of: Callable[[str], str | None],
+        owner: str,
+        name_of: Callable[[str], Awaitable[str]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._waits = waits
+        self._cards = cards
+        self._connector_of = connector_of
+        self._owner = owner
+        self._name_of = name_of
+        self._clock = clock
+
+    async def pre_tool_use(self, call: ToolUse) -> HookResult:
+        connector = self._connector_of(call.name)
+        if not self._config.rules.needs_approval(call.name, connector, call.side_effect):
+            return HookResult()
+        origin = origin_of(call.run.deps)
+        if origin is None:
+            # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
+            return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")
+        if await self._store.granted(origin.scope_key, origin.generation, call.name):
+            return HookResult()
+        record = await self._store.create(
+            NewApproval(
+                run_id=origin.run_id,
+                scope_key=origin.scope_key,
+                generation=origin.generation,
+                chat_id=origin.chat_id,
+                message_id=origin.message_id,
+                thread_id=origin.thread_id,
+                tool=call.name,
+                connector=connector,
+                arguments=preview_arguments(call.arguments),
+                reason=call.reason,
+                requester=origin.sender_open_id,
+                approvers=self._config.approvers.approvers(
+                    origin.sender_open_id, self._config.admins
+                ),
+                owner=self._owner,
+                ttl_seconds=self._config.approval_ttl_seconds,
+            )
+        )
+        decided = await self._wait(record, call.call_id, origin.live)
+        return await self._result(decided)
+
+    async def _wait(self, record: ApprovalRecord, call_id: str, live: Any) -> ApprovalRecord:
+        future = self._waits.register(record.id)
+        try:
+            try:
+                card_message_id = await self._cards.post(record)
+            except FeishuError as exc:
+                logger.error("could not post approval card %s: %s", record.id, exc)
+                outcome = await self._store.cancel(record.id, f"the card could not be sent ({exc})")
+                return outcome.record or record
+            record = replace(record, card_message_id=card_message_id)
+            if live is not None:
+                live.waiting(call_id)
+            try:
+                remaining = max(0.0, record.expires_at - self._clock())
+                return await asyncio.wait_for(asyncio.shield(future), remaining)
+            except TimeoutError:
+                return await self._expire(record)
+            except asyncio.CancelledError:
+                await self._cancel(record)
+                raise
+        finally:
+            self._waits.discard(record.id)
+            if live is not None:
+                live.resumed(call_id)
+
+    async def _expire(self, record: ApprovalRecord) -> ApprovalRecord:
+        outcome = await self._store.expire(record.id)
+        current = outcome.record or record
+        if outcome.changed:
+            await self._cards.refresh(current, record.card_message_id)
+        return current
+
+    async def _cancel(self, record: ApprovalRecord) -> None:
+        try:
+            outcome = await self._store.cancel(record.id, STOPPED_NOTE)
+            if outcome.changed and outcome.record is not None:
+                await self._cards.refresh(outcome.record, record.card_message_id)
+        except Exception:
+            # The orphan sweep closes it later; the run's stop must not wait on this.
+            logger.exception("could not cancel approval %s", record.id)
+
+    async def _result(self, record: ApprovalRecord) -> HookResult:
+        if record.state == APPROVED:
+            return HookResult()
+        if record.state == DENIED:
+            return HookResult(False, f"denied by {await self._name_of(record.decided_by or '')}")
+        if record.state == EXPIRED:
+            minutes = max(1, round(self._config.approval_ttl_seconds / 60))
+            return HookResult(
+                False, f"approval expired: nobody approved it within {minutes} minutes"
+            )
+        if record.state == CANCELLED:
+            return HookResult(False, f"approval cancelled: {record.note or 'no decision'}")
+        return HookResult(False, f"approval is {record.state}")
+
+
+def preview_arguments(arguments: Mapping[str, Any]) -> str:
+    """The arguments as a person reads them: indented JSON, cut to a card-friendly size."""
+    text = json.dumps(dict(arguments), ensure_ascii=False, indent=2, default=str)
+    if len(text) > ARGUMENTS_PREVIEW_CHARS:
+        text = text[: ARGUMENTS_PREVIEW_CHARS - 1] + "…"
+    return text

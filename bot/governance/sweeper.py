@@ -1,0 +1,39 @@
+"""Closing approvals nobody waits for any more, and rewriting their cards.
+
+After a crash or a restart, an approval's run is gone: its card must not stay
+clickable. Run once at start-up and then every ``interval`` seconds (a crashed
+process's claims are only given up when their lease runs out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot.store.approvals import ApprovalStore
+
+from .cards import ApprovalCards
+
+logger = logging.getLogger(__name__)
+
+
+class ApprovalSweeper:
+    def __init__(self, store: ApprovalStore, cards: ApprovalCards, *, interval: float) -> None:
+        self._store = store
+        self._cards = cards
+        self._interval = interval
+
+    async def sweep(self) -> int:
+        closed = await self._store.close_orphans()
+        for record in closed:
+            logger.info("approval %s closed as %s: %s", record.id, record.state, record.note)
+            await self._cards.refresh(record)
+        return len(closed)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:
+                logger.exception("closing orphaned approvals failed; retrying")
+            await asyncio.sleep(self._interval)
