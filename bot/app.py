@@ -260,6 +260,7 @@ def _lifecycle(
             loop.create_task(intake.purge(runtime.dedup_retention_hours), name="purge-claims"),
             loop.create_task(governance.waits.watch(), name="approval-decisions"),
             loop.create_task(governance.sweeper.run(), name="approval-sweeper"),
+            loop.create_task(governance.budgets.purge_forever(), name="purge-usage"),
         ]
         # lark-oapi alone leaves ~300k objects for the collector: a full collection
         # takes ~280 ms and would stall every request in flight. Everything built so far

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from bot.config import Settings
+from bot.config import Settings, SettingsError
 from bot.engine import LLMError, Message, OpenAICompatibleLLM
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError, FeishuScopeMissing
@@ -37,6 +37,19 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
             "complete" if not missing else "missing: " + ", ".join(missing),
         )
     )
+    try:
+        governance = settings.governance()
+        results.append(
+            CheckResult(
+                "governance",
+                True,
+                f"{len(governance.admins)} admins, approvals by default for "
+                f"{governance.rules.default} tools, expiring after "
+                f"{governance.approval_ttl_seconds:.0f} s",
+            )
+        )
+    except SettingsError as exc:
+        results.append(CheckResult("governance", False, str(exc)))
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
         results += await _feishu(feishu, settings)
         results.append(await _llm(settings))

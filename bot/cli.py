@@ -25,7 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit = commands.add_parser(
         "audit", help="print recent audit entries (approvals, mode changes, admin commands)"
     )
-    audit.add_argument("--limit", type=int, default=50, help="how many entries (default 50)")
+    audit.add_argument(
+        "--limit", type=_positive_int, default=50, help="how many entries (default 50)"
+    )
     audit.add_argument(
         "--action", help="only actions starting with this, e.g. approval. or readonly."
     )
@@ -43,6 +45,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"larkgate: {exc}", file=sys.stderr)
         return 2
+
+
+def _positive_int(text: str) -> int:
+    # A negative LIMIT means "no limit" to SQLite and is an error to PostgreSQL.
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _configure_logging(level: str) -> None:
@@ -98,14 +111,18 @@ def _audit(settings: Settings, limit: int, action: str | None) -> int:
     from zoneinfo import ZoneInfo
 
     from bot.store.audit import AuditLog, AuditRecord
-    from bot.store.db import Database
-    from bot.store.migrate import upgrade
+    from bot.store.db import Database, normalize_url, sqlite_file
+    from bot.store.migrate import current_revision
 
     async def recent() -> list[AuditRecord]:
         async with Database(settings.database_url) as database:
             return await AuditLog(database).recent(limit=limit, action=action)
 
-    upgrade(settings.database_url)
+    # Read-only: a mistyped DATABASE_URL must not create an empty database.
+    file = sqlite_file(normalize_url(settings.database_url))
+    if (file is not None and not file.exists()) or current_revision(settings.database_url) is None:
+        print(f"larkgate: no larkgate database at {settings.database_url}", file=sys.stderr)
+        return 1
     zone = ZoneInfo(settings.larkgate_timezone)
     records = asyncio.run(recent())
     if not records:

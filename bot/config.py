@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        # OSError: a directory of the zone database, such as "America" or "Etc".
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
         return value
 
@@ -155,8 +156,8 @@ class Settings(BaseSettings):
 
     def governance(self) -> GovernanceConfig:
         approvers = self.larkgate_approvers.strip()
-        if approvers in ("auto", "requester", "admins"):
-            rule = ApproverRule(approvers)  # type: ignore[arg-type]
+        if approvers.lower() in ("auto", "requester", "admins"):
+            rule = ApproverRule(approvers.lower())  # type: ignore[arg-type]
         else:
             ids = tuple(part.strip() for part in approvers.split(",") if part.strip())
             rule = ApproverRule("list", ids) if ids else ApproverRule()
@@ -321,6 +322,12 @@ def load_approval_rules(path: Path | None) -> ApprovalRules:
     section = _read_toml(path).get("approvals", {})
     if not isinstance(section, dict):
         raise SettingsError(f"{path}: [approvals] must be a table")
+    # A misspelt key would silently drop the rules under it (e.g. an "always").
+    unknown = sorted(set(section) - {"default", "tools", "connectors"})
+    if unknown:
+        raise SettingsError(
+            f"{path}: unknown key approvals.{unknown[0]} (use default, tools and connectors)"
+        )
 
     def mode(value: object, where: str) -> ApprovalMode:
         if value not in APPROVAL_MODES:

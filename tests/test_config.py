@@ -112,3 +112,159 @@ def test_the_example_larkgate_toml_is_valid(monkeypatch):
         values = {k: v for k, v in section.items() if k != "enabled"}
         load_connector_class(name).Settings.model_validate(values)
     assert set(enabled(config, feishu_credentials=True)) == {"utilities", "feishu", "http"}
+
+
+# -- governance: [approvals] rules, approvers, time zone, budgets --------------------------
+
+GOVERNANCE_VARS = [
+    "LARKGATE_APPROVERS", "LARKGATE_TIMEZONE", "LARKGATE_RATE_LIMIT_PER_MINUTE",
+    "LARKGATE_USER_DAILY_TOKENS", "LARKGATE_GROUP_DAILY_TOKENS",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def clean_governance_env(monkeypatch):
+    for name in GOVERNANCE_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _with_config(monkeypatch, tmp_path, text: str) -> Path:
+    config = tmp_path / "larkgate.toml"
+    config.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("LARKGATE_CONFIG", str(config))
+    return config
+
+
+def test_governance_defaults():
+    from bot.governance.config import ApprovalRules, ApproverRule, BudgetConfig
+
+    governance = load_settings().governance()
+    assert governance.rules == ApprovalRules()
+    assert governance.rules.default == "write"
+    assert governance.approvers == ApproverRule("auto")
+    assert governance.budgets == BudgetConfig()
+    assert not governance.budgets.any
+    assert governance.timezone == "UTC"
+    assert governance.approval_ttl_seconds == 600.0
+    assert governance.admins == frozenset()
+
+
+def test_budgets_and_time_zone_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LARKGATE_RATE_LIMIT_PER_MINUTE", "6")
+    monkeypatch.setenv("LARKGATE_USER_DAILY_TOKENS", "50000")
+    monkeypatch.setenv("LARKGATE_GROUP_DAILY_TOKENS", "200000")
+    monkeypatch.setenv("LARKGATE_TIMEZONE", "Asia/Shanghai")
+    monkeypatch.setenv("LARKGATE_ADMINS", "ou_a")
+    governance = load_settings().governance()
+    assert governance.budgets.messages_per_minute == 6
+    assert governance.budgets.user_daily_tokens == 50_000
+    assert governance.budgets.group_daily_tokens == 200_000
+    assert governance.budgets.any
+    assert governance.timezone == "Asia/Shanghai"
+    assert governance.is_admin("ou_a") and not governance.is_admin("ou_b")
+
+
+def test_a_negative_budget_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("LARKGATE_USER_DAILY_TOKENS", "-1")
+    with pytest.raises(SettingsError, match="LARKGATE_USER_DAILY_TOKENS"):
+        load_settings()
+
+
+def test_approval_rules_from_larkgate_toml(monkeypatch, tmp_path):
+    _with_config(
+        monkeypatch,
+        tmp_path,
+        '[approvals]\ndefault = "never"\n\n'
+        '[approvals.tools]\nsql_execute = "always"\nhttp_get = "never"\n\n'
+        '[approvals.connectors]\nsql = "write"\nhttp = "always"\n',
+    )
+    rules = load_settings().governance().rules
+    assert rules.default == "never"
+    assert dict(rules.tools) == {"sql_execute": "always", "http_get": "never"}
+    assert dict(rules.connectors) == {"sql": "write", "http": "always"}
+    # A tool's own rule wins over its connector's, which wins over the default.
+    assert rules.mode_for("sql_execute", "sql") == "always"
+    assert rules.mode_for("http_get", "http") == "never"
+    assert rules.mode_for("sql_query", "sql") == "write"
+    assert rules.mode_for("http_post", "http") == "always"
+    assert rules.mode_for("calculator", "utilities") == "never"
+    assert rules.mode_for("custom", None) == "never"
+
+
+def test_approval_rules_when_the_file_has_none(monkeypatch, tmp_path):
+    from bot.governance.config import ApprovalRules
+
+    _with_config(monkeypatch, tmp_path, '[groups]\nallowlist = ["oc_a"]\n')
+    assert load_settings().governance().rules == ApprovalRules()
+    _with_config(monkeypatch, tmp_path, '[approvals.tools]\nsql_execute = "always"\n')
+    rules = load_settings().governance().rules
+    assert rules.default == "write"
+    assert dict(rules.tools) == {"sql_execute": "always"}
+    assert dict(rules.connectors) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[approvals]\ndefault = "sometimes"\n', "approvals.default"),
+        ('[approvals.tools]\nsql_execute = "Always"\n', "approvals.tools.sql_execute"),
+        ("[approvals.connectors]\nhttp = true\n", "approvals.connectors.http"),
+        ('[approvals]\ntools = "sql_execute"\n', "[approvals.tools]"),
+        ("approvals = 3\n", "[approvals]"),
+        # A misspelt table would silently drop its rules.
+        ('[approvals.tool]\nsql_execute = "always"\n', "approvals.tool"),
+    ],
+)
+def test_a_bad_approval_rule_is_a_settings_error_naming_the_key(monkeypatch, tmp_path, text, named):
+    _with_config(monkeypatch, tmp_path, text)
+    settings = load_settings()
+    with pytest.raises(SettingsError) as error:
+        settings.governance()
+    assert named in str(error.value)
+    assert "larkgate.toml" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "admins", "expected"),
+    [
+        ("auto", "ou_b,ou_a", ("ou_a", "ou_b")),
+        ("auto", "", ("ou_req",)),
+        ("", "ou_a", ("ou_a",)),  # empty: auto
+        ("requester", "ou_a", ("ou_req",)),
+        ("admins", "ou_b, ou_a", ("ou_a", "ou_b")),
+        ("admins", "", ("ou_req",)),  # nobody else could decide
+        (" Admins ", "ou_a", ("ou_a",)),
+        ("ou_x", "ou_a", ("ou_x",)),
+        ("ou_x, ou_y,", "ou_a", ("ou_x", "ou_y")),
+        (" , ", "ou_a", ("ou_a",)),  # no ids at all: auto
+    ],
+)
+def test_approvers_setting(monkeypatch, value, admins, expected):
+    monkeypatch.setenv("LARKGATE_APPROVERS", value)
+    monkeypatch.setenv("LARKGATE_ADMINS", admins)
+    governance = load_settings().governance()
+    assert governance.approvers.approvers("ou_req", governance.admins) == expected
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "utc", "America", "Etc", "../UTC", "/UTC"])
+def test_an_unknown_time_zone_is_a_settings_error(monkeypatch, zone):
+    monkeypatch.setenv("LARKGATE_TIMEZONE", zone)
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    assert "LARKGATE_TIMEZONE" in str(error.value)
+    assert "time zone" in str(error.value)
+
+
+def test_the_example_larkgate_toml_approvals_parse(monkeypatch):
+    from bot.governance.config import ApprovalRules
+
+    example = Path(__file__).parent.parent / "larkgate.example.toml"
+    monkeypatch.setenv("LARKGATE_CONFIG", str(example))
+    rules = load_settings().governance().rules
+    assert rules == ApprovalRules(
+        default="write", tools={"sql_execute": "always"}, connectors={"utilities": "never"}
+    )
+    assert rules.needs_approval("sql_execute", "sql", "read")
+    assert not rules.needs_approval("calculator", "utilities", "write")
+    assert rules.needs_approval("http_post", "http", "write")
+    assert not rules.needs_approval("http_get", "http", "read")

@@ -7,6 +7,8 @@ Days run midnight to midnight in the configured time zone.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -16,6 +18,8 @@ from bot.store.usage import UsageStore
 
 from . import texts
 from .config import BudgetConfig
+
+logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
 
@@ -77,9 +81,26 @@ class Budgets:
         if self._config.group_daily_tokens and chat_type != "p2p":
             parts.append(
                 f"group today: {used.get(f'group:{chat_id}', 0):,}"
-                f"/{self._config.group_daily_tokens:,}"
+                f"/{self._config.group_daily_tokens:,} tokens"
             )
         return " · ".join(parts)
+
+    async def purge(self, *, keep_days: int = 2) -> int:
+        """Drop counters nobody reads any more (days before yesterday, past minutes)."""
+        now = self._clock()
+        before_day = datetime.fromtimestamp(now - keep_days * 86_400, self._zone)
+        window = int(now) // WINDOW_SECONDS * WINDOW_SECONDS - WINDOW_SECONDS
+        return await self._usage.purge(
+            before_day=before_day.strftime("%Y-%m-%d"), before_window=window
+        )
+
+    async def purge_forever(self, every: float = 3600.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.purge()
+            except Exception:
+                logger.exception("purging usage counters failed; retrying later")
 
 
 def _subjects(sender: str, chat_id: str, chat_type: str) -> list[str]:

@@ -128,8 +128,7 @@ class TurnRunner:
         )
         # The agent reads no more interrupts: later messages start the next turn.
         turn.close()
-        usage_line = await self._usage(message, result)
-        answer, outcome = await self._answer(agent, query, result, live, started_at, usage_line)
+        answer, outcome = await self._answer(message, agent, query, result, live, started_at)
         reply_ids = outcome.message_ids if outcome else []
         calls = outcome.calls if outcome else 0
         logger.info(
@@ -174,14 +173,16 @@ class TurnRunner:
 
     async def _answer(
         self,
+        message: InboundMessage,
         agent: ReActAgent,
         query: str,
         result: AgentResult,
         live: LiveAnswer,
         started_at: float,
-        usage_line: str = "",
     ) -> tuple[str | None, ReplyOutcome | None]:
         """Stream the answer into the live card; returns the answer text and the outcome."""
+        if result.status in ("cancelled", "error"):  # no answer is streamed: count it now
+            await self._usage(message, result)
         if result.status == "cancelled":
             if not live.started:
                 return None, None  # nothing was shown; the /stop reply says it all
@@ -198,6 +199,8 @@ class TurnRunner:
         if not answer:  # synthesis said nothing at all: show what the run found
             answer = result.answer
             live.add_answer(answer)
+        # After the answer streamed, so its tokens count too (``total_usage`` includes them).
+        usage_line = await self._usage(message, result)
         footer = _footer(result, self._clock() - started_at, getattr(agent.llm, "model", ""))
         if usage_line:
             footer = f"{footer} · {usage_line}"

@@ -232,7 +232,10 @@ class AuditLogRow(SQLModel, table=True):
 
 
 class UsageDailyRow(SQLModel, table=True):
-    """Tokens and messages a subject ("user:ou_x", "group:oc_y") used on one UTC day."""
+    """Tokens and messages a subject ("user:ou_x", "group:oc_y") used on one day.
+
+    Days follow the configured time zone (LARKGATE_TIMEZONE), so budgets reset at local
+    midnight."""
 
     __tablename__ = "usage_daily"
 

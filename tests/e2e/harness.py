@@ -186,6 +186,7 @@ async def running_bot(
     owner: str | None = None,
     tools: Sequence[Tool] = (),
     connectors: ConnectorsConfig | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Bot]:
     # No connectors unless a test asks: their tools would change what the model is sent.
     app = create_app(
@@ -194,6 +195,7 @@ async def running_bot(
         owner=owner,
         tools=tools,
         connectors=connectors or ConnectorsConfig(explicit=True),
+        clock=clock,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
     await runner.setup()
