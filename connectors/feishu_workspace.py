@@ -186,7 +186,7 @@ class FeishuWorkspaceSettings(ConnectorSettings):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder name
             raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
         return value
 

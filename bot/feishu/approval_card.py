@@ -166,7 +166,7 @@ def _clip(text: str, limit: int) -> str:
 def _zone(name: str) -> tuple[tzinfo, str]:
     try:
         return ZoneInfo(name), name
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         return UTC, "UTC"
 
 
