@@ -14,7 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from bot.engine import InterruptQueue
 
@@ -75,8 +75,21 @@ class StopResult:
 Submitted = Literal["queued", "joined"]
 
 
+class ConversationLock(Protocol):
+    """Keeps other processes off a conversation while this one runs its turns.
+
+    ``acquire`` waits until the conversation is ours; ``release`` gives it back once
+    nothing of it is queued here any more.
+    """
+
+    async def acquire(self, key: str) -> None: ...
+
+    async def release(self, key: str) -> None: ...
+
+
 class ConversationWorkers:
-    def __init__(self, max_concurrent_runs: int) -> None:
+    def __init__(self, max_concurrent_runs: int, *, lock: ConversationLock | None = None) -> None:
+        self._lock = lock
         self._lanes: dict[str, _Lane] = {}
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._closing = False
@@ -146,11 +159,17 @@ class ConversationWorkers:
         return unfinished
 
     async def _work(self, key: str, lane: _Lane) -> None:
+        locked = False
         try:
             while lane.queue:
                 job = lane.queue.popleft()
                 lane.turn = turn = Turn(job)
                 try:
+                    if self._lock is not None and not locked:
+                        # While another process runs this conversation, messages that
+                        # arrive here join this turn, as they would while it waits for a slot.
+                        await self._lock.acquire(key)
+                        locked = True
                     async with self._slots:
                         await job.run(turn)
                 except Exception:
@@ -161,3 +180,11 @@ class ConversationWorkers:
         finally:
             if not lane.queue and self._lanes.get(key) is lane:
                 del self._lanes[key]
+            if locked:
+                await self._release(key)
+
+    async def _release(self, key: str) -> None:
+        try:
+            await self._lock.release(key)  # type: ignore[union-attr]
+        except Exception:  # the lease lapses on its own
+            logger.exception("conversation %s: releasing its lock failed", key)

@@ -253,3 +253,18 @@ class RateWindowRow(SQLModel, table=True):
     subject: str = Field(sa_type=String, primary_key=True)
     window_start: int = Field(sa_type=Integer, primary_key=True)
     count: int = Field(sa_type=Integer)
+
+
+class ConversationLockRow(SQLModel, table=True):
+    """Which process runs a conversation now, until when (renewed while it works).
+
+    Several server processes share the work; a conversation's turns must still run one
+    at a time and see each other's history. A crashed holder's lock lapses with its
+    lease, like its message claims.
+    """
+
+    __tablename__ = "conversation_locks"
+
+    scope_key: str = Field(sa_type=String, primary_key=True)
+    owner: str = Field(sa_type=String)
+    lease_until: float = Field(sa_type=Double)

@@ -118,3 +118,55 @@ async def test_messages_that_join_after_the_last_read_get_their_own_turn():
         "start m3",
         "start m4",
     ]
+
+
+class SharedLock:
+    """The cross-process conversation lock, as two worker pools on one database see it."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, int] = {}
+        self.released = asyncio.Event()
+        self.events: list[str] = []
+
+    def for_process(self, pid: int):
+        lock = self
+
+        class ProcessLock:
+            async def acquire(self, key: str) -> None:
+                while lock.holders.get(key, pid) != pid:
+                    lock.released.clear()
+                    await lock.released.wait()
+                lock.holders[key] = pid
+                lock.events.append(f"{pid} acquire {key}")
+
+            async def release(self, key: str) -> None:
+                if lock.holders.get(key) == pid:
+                    del lock.holders[key]
+                lock.events.append(f"{pid} release {key}")
+                lock.released.set()
+
+        return ProcessLock()
+
+
+async def test_a_conversation_runs_in_one_process_at_a_time():
+    shared = SharedLock()
+    one = ConversationWorkers(4, lock=shared.for_process(1))
+    two = ConversationWorkers(4, lock=shared.for_process(2))
+    rec = Recorder()
+    one.submit(rec.job("k", "m1"))
+    await rec.started["m1"].wait()
+    # The next message lands on the other process: it waits for the first to finish.
+    two.submit(rec.job("k", "m2"))
+    two.submit(rec.job("other", "m3"))  # another conversation is not held up
+    await rec.started["m3"].wait()
+    await asyncio.sleep(0.01)
+    assert not rec.started["m2"].is_set()
+    rec.gates["m1"].set()
+    await rec.started["m2"].wait()
+    rec.gates["m2"].set()
+    rec.gates["m3"].set()
+    await one.close(1.0)
+    await two.close(1.0)
+    assert rec.log.index("end m1") < rec.log.index("start m2")
+    assert shared.holders == {}
+    assert shared.events[:2] == ["1 acquire k", "2 acquire other"]

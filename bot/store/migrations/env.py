@@ -38,7 +38,15 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+# Replicas start together and each migrates at start-up: on PostgreSQL the first takes this
+# transaction-scoped advisory lock and the others wait, then find the schema at head.
+# (SQLite's BEGIN IMMEDIATE already serialises them.)
+MIGRATION_LOCK_ID = 0x6C61726B67617465  # "larkgate"
+
+
 def _run_on(connection: Any) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
     _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
     with context.begin_transaction():
         context.run_migrations()
