@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +24,17 @@ from bot.conversations import ConversationWorkers
 from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
+from bot.feishu.config import FeishuConfig
 from bot.feishu.events import InboundMessage, Rejected, parse_card_action
+from bot.feishu.long_connection import LongConnection
 from bot.feishu.routes import card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
 from bot.governance.service import Governance, build_governance
+from bot.metrics import MeteredLLM, Metrics
+from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
-from bot.runtime.intake import EventIntake, InFlight
+from bot.runtime.intake import MESSAGE_EVENT, EventIntake, InFlight
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.tasks import TaskTracker
@@ -44,6 +48,7 @@ from bot.store import (
     RunStore,
     TurnJournal,
 )
+from bot.store.conversation_locks import ConversationLocks
 from bot.store.migrate import upgrade
 from connectors.base import ConnectorContext
 from connectors.call_log import CallLogHook, CallRecord
@@ -68,9 +73,13 @@ class Services:
     owner: str
     tools: ToolRegistry
     governance: Governance
+    metrics: Metrics
 
 
 SERVICES = web.AppKey("services", Services)
+EVENT_MODE = web.AppKey("event_mode", str)
+# Set in ws mode (FEISHU_EVENT_MODE=ws) once the long connection is started.
+LONG_CONNECTION = web.AppKey("long_connection", LongConnection)
 
 
 @dataclass(frozen=True)
@@ -104,11 +113,14 @@ def create_app(
         clock=clock,
     )
     app = web.Application()
+    metrics = Metrics()
 
     async def on_event(event: VerifiedEvent) -> None:
+        metrics.event_received("message" if event.event_type == MESSAGE_EVENT else "other")
         await app[SERVICES].intake(event)
 
     async def on_card(event: VerifiedEvent) -> dict[str, Any]:
+        metrics.event_received("card")
         action = parse_card_action(event.envelope)
         if isinstance(action, Rejected):
             logger.warning("card callback %s rejected: %s", event.event_id, action.reason)
@@ -118,7 +130,14 @@ def create_app(
     app.router.add_post("/feishu/events", events_handler(verifier, on_event))
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
     app.router.add_get("/healthz", _healthz)
-    app.cleanup_ctx.append(_lifecycle(settings, overrides))
+    # Open like /healthz: no secrets or ids in it, and Prometheus scrapes are usually
+    # restricted at the network (expose the port only to the scraper, or proxy the path).
+    app.router.add_get("/metrics", _metrics_route(metrics))
+    app.cleanup_ctx.append(_lifecycle(settings, overrides, metrics))
+    app[EVENT_MODE] = settings.feishu_event_mode
+    if settings.feishu_event_mode == "ws":
+        # After the lifecycle (services are ready), so it is closed before them.
+        app.cleanup_ctx.append(_long_connection(feishu_config, on_event, on_card))
     return app
 
 
@@ -134,15 +153,16 @@ async def build_connectors(
 
 
 def _lifecycle(
-    settings: Settings, overrides: Overrides
+    settings: Settings, overrides: Overrides, metrics: Metrics
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         clock = overrides.clock
         runtime = settings.runtime()
         await asyncio.to_thread(upgrade, settings.database_url)
         database = await Database.connect(settings.database_url)
-        feishu = FeishuClient(settings.feishu())
+        feishu = FeishuClient(settings.feishu(), on_call=metrics.feishu_call)
         model = overrides.llm or _default_llm(settings)
+        metered = MeteredLLM(model, metrics)
         identity = BotIdentity(feishu)
         identity.start()
         me = overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -169,6 +189,7 @@ def _lifecycle(
             spawn=tasks.spawn,
             sweep_interval=max(1.0, runtime.claim_lease_seconds / 2),
             clock=clock,
+            on_approval_outcome=metrics.approval_outcome,
         )
         hooks = [
             *governance.hooks,
@@ -176,13 +197,20 @@ def _lifecycle(
             CallLogHook(record_call, hub.connector_of, clock=clock),
         ]
         in_flight = InFlight()
+        metrics.track_in_flight(in_flight.__len__)
         replies = ReplySender(feishu)
-        workers = ConversationWorkers(runtime.max_concurrent_runs)
+        conversation_lock = SharedConversationLock(
+            ConversationLocks(
+                database, owner=me, lease_seconds=runtime.claim_lease_seconds, clock=clock
+            ),
+            renew_every=runtime.claim_lease_seconds / 3,
+        )
+        workers = ConversationWorkers(runtime.max_concurrent_runs, lock=conversation_lock)
         budget = settings.llm().context_budget
 
         async def agent_factory() -> ReActAgent:
             offered = await governance.tools_for_run()
-            return ReActAgent(model, offered, hooks=hooks, context_budget=budget)
+            return ReActAgent(metered, offered, hooks=hooks, context_budget=budget)
 
         budgets = governance.budgets
 
@@ -216,6 +244,7 @@ def _lifecycle(
             history_messages=runtime.history_messages,
             record_usage=record_usage if budgets.enabled else None,
             clock=clock,
+            on_run=metrics.run_finished,
         )
         handler = MessageHandler(
             ledger=ledger,
@@ -239,6 +268,7 @@ def _lifecycle(
             lease_seconds=runtime.claim_lease_seconds,
             max_age_seconds=runtime.max_event_age_seconds,
             clock=clock,
+            on_duplicate=metrics.duplicate_event,
         )
         app[SERVICES] = Services(
             database,
@@ -252,12 +282,14 @@ def _lifecycle(
             me,
             tools,
             governance,
+            metrics=metrics,
         )
         loop = asyncio.get_running_loop()
         chores = [
             loop.create_task(intake.sweep_expired(), name="sweep-expired-claims"),
             loop.create_task(intake.keep_leases(), name="keep-leases"),
             loop.create_task(intake.purge(runtime.dedup_retention_hours), name="purge-claims"),
+            loop.create_task(conversation_lock.keep(), name="keep-conversation-locks"),
             loop.create_task(governance.waits.watch(), name="approval-decisions"),
             loop.create_task(governance.sweeper.run(), name="approval-sweeper"),
             loop.create_task(governance.budgets.purge_forever(), name="purge-usage"),
@@ -300,16 +332,65 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     await services.database.dispose()
 
 
+def _long_connection(
+    config: FeishuConfig,
+    on_event: Callable[[VerifiedEvent], Awaitable[None]],
+    on_card: Callable[[VerifiedEvent], Awaitable[dict[str, Any]]],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Events and card callbacks over Feishu's long connection, into the webhook's handlers."""
+
+    async def long_connection(app: web.Application) -> AsyncIterator[None]:
+        connection = LongConnection(config, on_event=on_event, on_card=on_card)
+        connection.start()
+        app[LONG_CONNECTION] = connection
+        try:
+            yield
+        finally:
+            await connection.aclose()
+
+    return long_connection
+
+
 async def _healthz(request: web.Request) -> web.Response:
+    """200 while the bot can take events. In ws mode that includes the long connection:
+    up, or down for at most 60 s (starting, or a brief reconnect); longer is 503."""
     services = request.app.get(SERVICES)
     database_ok = services is not None and await services.database.ping()
-    body = {
+    body: dict[str, Any] = {
         "status": "ok" if database_ok else "unavailable",
         "database": "ok" if database_ok else "unreachable",
         "bot_open_id": services.identity.known if services else None,
         "in_flight": len(services.in_flight) if services else 0,
+        "event_mode": request.app.get(EVENT_MODE, "webhook"),
     }
-    return web.json_response(body, status=200 if database_ok else 503)
+    healthy = database_ok
+    connection = request.app.get(LONG_CONNECTION)
+    if connection is not None:
+        health = connection.health
+        body["long_connection"] = health.as_dict()
+        if not health.serving(time.time()):
+            healthy = False
+            body["status"] = "unavailable"
+    return web.json_response(body, status=200 if healthy else 503)
+
+
+def _metrics_route(metrics: Metrics) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handler(request: web.Request) -> web.Response:
+        services = request.app.get(SERVICES)
+        if services is not None:
+            # Read at each scrape: another process (or admin card) may have switched it.
+            try:
+                mode = await asyncio.wait_for(services.governance.org.read_only(), 2.0)
+                metrics.set_read_only(mode.on)
+            except Exception:  # keep the last value; the scrape must still answer
+                logger.warning("metrics: could not read the read-only mode", exc_info=True)
+        connection = request.app.get(LONG_CONNECTION)
+        if connection is not None:
+            metrics.set_long_connection_state(connection.health.state)
+        body, content_type = metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    return handler
 
 
 def _default_llm(settings: Settings) -> LLM:

@@ -1,30 +1,173 @@
 """``larkgate check``: is this deployment able to work? Each check says what to fix.
 
 Validates the settings, fetches a tenant token and the bot's identity from Feishu,
-asks the model for a one-word answer, and reports each connector's status. Missing
-Feishu scopes are named when Feishu refuses a call for lack of one.
+checks the app's permission scopes feature by feature, asks the model for a one-word
+answer, and reports each connector's status.
+
+Scopes. Feishu has no dry run, but its gateway checks an app's scopes before the call
+reaches the service behind it: a call the app lacks a scope for is refused with 99991672
+and a message that names the scopes (any one of them would do), whatever its arguments.
+So each feature gets one probe, a call that needs that feature's scope and changes
+nothing:
+
+========  ==========================================================================
+messages  reply (what the bot does) to a placeholder message id that cannot exist
+CardKit   card settings on a placeholder card id (CardKit has no read call to use)
+contact   the first member of the root department ``"0"`` (what the name search reads)
+calendar  the bot's primary calendar (what every calendar tool looks up first)
+task      the first task the app created (``task.v1.task.list``, page size 1)
+bitable   a record search in a placeholder Base (no Base is configured to read)
+docx      the text of a placeholder document
+========  ==========================================================================
+
+Feishu's "not found" answer to a placeholder means the scope check was passed, so
+nothing is sent, created or changed. A probe shows the scope of the call it makes: a
+read-only scope that is enough for the probe may still be short for a tool that writes.
+Receiving messages needs event scopes that no call can probe; they are looked up in the
+app's scope list (``application.v6.scope.list``), which needs a scope of its own
+(``application:application:self_manage``), so without it that line only reminds.
+
+Levels: ``FAIL`` makes ``larkgate check`` exit 1; ``WARN`` is worth a look and does not.
+Messages and CardKit are required. The other features fail only when the Feishu
+workspace connector is on (its tools would fail); otherwise they are informational.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import lark_oapi as lark
+from lark_oapi.api.application.v6 import ListScopeRequest
+from lark_oapi.api.bitable.v1 import SearchAppTableRecordRequest, SearchAppTableRecordRequestBody
+from lark_oapi.api.calendar.v4 import PrimaryCalendarRequest
+from lark_oapi.api.cardkit.v1 import SettingsCardRequest, SettingsCardRequestBody
+from lark_oapi.api.contact.v3 import FindByDepartmentUserRequest
+from lark_oapi.api.docx.v1 import RawContentDocumentRequest
+from lark_oapi.api.im.v1 import ReplyMessageRequest, ReplyMessageRequestBody
+from lark_oapi.api.task.v1 import ListTaskRequest
 
 from bot.config import Settings, SettingsError
 from bot.engine import LLMError, Message, OpenAICompatibleLLM
 from bot.feishu.client import FeishuClient
-from bot.feishu.errors import FeishuError, FeishuScopeMissing
+from bot.feishu.errors import (
+    FeishuError,
+    FeishuRateLimited,
+    FeishuScopeMissing,
+    FeishuTokenInvalid,
+    FeishuTransportError,
+)
 from connectors.base import ConnectorContext
 from connectors.hub import ConnectorHub
 
 TIMEOUT = 20.0
+WORKSPACE_CONNECTOR = "feishu"
+
+SCOPE_HINT = "add it in the developer console → Permissions & Scopes, then publish a new version"
+# Refusals for lack of a permission other than 99991672 (which carries the scope names):
+# 99991679 a user scope, 230027 an IM permission such as sending as a user.
+_PERMISSION_CODES = frozenset({99991679, 230027})
+# Feishu's 99991672 message ends with the console page that grants the scopes.
+_AUTH_LINK = re.compile(r"https?://[^\s\"'，。]+/auth\?[^\s\"'，。]+")
+
+# Ids no real object has: Feishu refuses them after the scope check, so nothing happens.
+PLACEHOLDER_MESSAGE = "om_larkgate_scope_probe"
+PLACEHOLDER_CARD = "0"
+PLACEHOLDER_BASE = "bascnLarkgateScopeProbe"
+PLACEHOLDER_TABLE = "tblLarkgateScopeProbe"
+PLACEHOLDER_DOCUMENT = "doxcnLarkgateScopeProbe"
+
+# Receiving messages (event subscriptions): any one scope of each group will do.
+EVENT_SCOPES: dict[str, tuple[str, ...]] = {
+    "direct messages": ("im:message.p2p_msg:readonly", "im:message.p2p_msg"),
+    "group @mentions": (
+        "im:message.group_at_msg:readonly",
+        "im:message.group_at_msg",
+        "im:message.group_msg",
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     name: str
-    ok: bool
+    ok: bool  # False fails the check (FAIL, exit 1)
     detail: str
+    warn: bool = False  # ok, but worth a look: printed WARN, the exit code stays 0
+
+    @property
+    def level(self) -> str:
+        """``"ok"``, ``"WARN"`` or ``"FAIL"``, as ``larkgate check`` prints it."""
+        if not self.ok:
+            return "FAIL"
+        return "WARN" if self.warn else "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    feature: str
+    required: bool  # the bot needs it; otherwise only the workspace connector's tools do
+    endpoint: str  # the name it is counted and logged under
+    build: Callable[[], lark.BaseRequest]
+
+
+def _reply_probe() -> lark.BaseRequest:
+    body = ReplyMessageRequestBody.builder().msg_type("text")
+    body.content(json.dumps({"text": "larkgate check"}))
+    return (
+        ReplyMessageRequest.builder()
+        .message_id(PLACEHOLDER_MESSAGE)
+        .request_body(body.build())
+        .build()
+    )
+
+
+def _card_probe() -> lark.BaseRequest:
+    body = SettingsCardRequestBody.builder().settings('{"config":{}}').sequence(1).build()
+    return SettingsCardRequest.builder().card_id(PLACEHOLDER_CARD).request_body(body).build()
+
+
+def _base_probe() -> lark.BaseRequest:
+    return (
+        SearchAppTableRecordRequest.builder()
+        .app_token(PLACEHOLDER_BASE)
+        .table_id(PLACEHOLDER_TABLE)
+        .page_size(1)
+        .request_body(SearchAppTableRecordRequestBody.builder().build())
+        .build()
+    )
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe("messages", True, "im.message.reply", _reply_probe),
+    Probe("cardkit", True, "cardkit.card.settings", _card_probe),
+    Probe(
+        "contact",
+        False,
+        "contact.user.find_by_department",
+        lambda: FindByDepartmentUserRequest.builder().department_id("0").page_size(1).build(),
+    ),
+    Probe(
+        "calendar",
+        False,
+        "calendar.calendar.primary",
+        lambda: PrimaryCalendarRequest.builder().build(),
+    ),
+    Probe(
+        "task", False, "task.v1.task.list", lambda: ListTaskRequest.builder().page_size(1).build()
+    ),
+    Probe("bitable", False, "bitable.app_table_record.search", _base_probe),
+    Probe(
+        "docx",
+        False,
+        "docx.document.raw_content",
+        lambda: RawContentDocumentRequest.builder().document_id(PLACEHOLDER_DOCUMENT).build(),
+    ),
+)
 
 
 async def run_checks(settings: Settings) -> list[CheckResult]:
@@ -51,14 +194,15 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     except SettingsError as exc:
         results.append(CheckResult("governance", False, str(exc)))
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
-        results += await _feishu(feishu, settings)
-        results.append(await _llm(settings))
         hub = await ConnectorHub.build(
             settings.connectors(),
             ConnectorContext(feishu=feishu),
             feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
         )
         try:
+            workspace = any(c.name == WORKSPACE_CONNECTOR for c in hub.connectors)
+            results += await _feishu(feishu, settings, workspace_tools=workspace)
+            results.append(await _llm(settings))
             for status in await hub.check():
                 detail = f"{status.detail} ({status.tools} tools)" if status.ok else status.detail
                 results.append(CheckResult(f"connector {status.name}", status.ok, detail))
@@ -67,7 +211,9 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     return results
 
 
-async def _feishu(feishu: FeishuClient, settings: Settings) -> list[CheckResult]:
+async def _feishu(
+    feishu: FeishuClient, settings: Settings, *, workspace_tools: bool
+) -> list[CheckResult]:
     if not (settings.feishu_app_id and settings.feishu_app_secret):
         return [CheckResult("feishu", False, "FEISHU_APP_ID and FEISHU_APP_SECRET are not set")]
     try:
@@ -78,12 +224,97 @@ async def _feishu(feishu: FeishuClient, settings: Settings) -> list[CheckResult]
     try:
         info = await feishu.bot_info()
     except FeishuScopeMissing as exc:
-        results.append(CheckResult("feishu bot", False, "missing scope: " + ", ".join(exc.scopes)))
+        results.append(CheckResult("feishu bot", False, missing_scope_text(exc)))
     except FeishuError as exc:
         results.append(CheckResult("feishu bot", False, str(exc)))
     else:
         results.append(CheckResult("feishu bot", True, f"{info.app_name} ({info.open_id})"))
+    for probe in PROBES:
+        results.append(await _probe(feishu, probe, workspace_tools=workspace_tools))
+    results.append(await _event_scopes(feishu))
     return results
+
+
+async def _probe(feishu: FeishuClient, probe: Probe, *, workspace_tools: bool) -> CheckResult:
+    """One feature's scope: ok when Feishu let the probe past its scope check."""
+    name = f"scopes {probe.feature}"
+    matters = probe.required or workspace_tools
+    if probe.required:
+        why = ""
+    elif workspace_tools:
+        why = f" (the {WORKSPACE_CONNECTOR} connector's {probe.feature} tools need it)"
+    else:
+        why = f" (only the {WORKSPACE_CONNECTOR} connector's tools need it, and it is off)"
+    try:
+        await asyncio.wait_for(feishu.call(probe.endpoint, probe.build()), TIMEOUT)
+    except FeishuScopeMissing as exc:
+        return CheckResult(name, not matters, missing_scope_text(exc, why), warn=True)
+    except (FeishuTransportError, FeishuRateLimited, FeishuTokenInvalid, TimeoutError) as exc:
+        detail = f"not verified: {probe.endpoint}: {str(exc) or 'timed out'}"
+        return CheckResult(name, True, detail, warn=True)
+    except FeishuError as exc:
+        if exc.code in _PERMISSION_CODES:
+            detail = f"permission refused{why}: {exc}; {SCOPE_HINT}"
+            return CheckResult(name, not matters, detail, warn=True)
+        # A refusal about the placeholder itself: the call got past the scope check.
+        return CheckResult(name, True, f"granted ({probe.endpoint} passed the scope check)")
+    return CheckResult(name, True, f"granted ({probe.endpoint} answered)")
+
+
+async def _event_scopes(feishu: FeishuClient) -> CheckResult:
+    """Receiving messages: look for the event scopes in the app's scope list."""
+    name = "scopes events"
+    wanted = "; ".join(f"{what}: {alts[0]}" for what, alts in EVENT_SCOPES.items())
+    try:
+        body = await asyncio.wait_for(
+            feishu.call("application.scope.list", ListScopeRequest.builder().build()), TIMEOUT
+        )
+    except (FeishuError, TimeoutError) as exc:
+        reason = missing_scope_text(exc) if isinstance(exc, FeishuScopeMissing) else str(exc)
+        detail = (
+            f"not verified (listing the app's scopes failed: {reason or 'timed out'}); "
+            f"receiving messages needs, in the console: {wanted}"
+        )
+        return CheckResult(name, True, detail, warn=True)
+    granted = _granted(body)
+    lacking = [
+        f"{what}: {alts[0]}"
+        for what, alts in EVENT_SCOPES.items()
+        if not granted.intersection(alts)
+    ]
+    if lacking:
+        detail = (
+            f"not among the app's granted scopes, so those messages never arrive: "
+            f"{'; '.join(lacking)}; {SCOPE_HINT}"
+        )
+        return CheckResult(name, True, detail, warn=True)
+    return CheckResult(name, True, "granted (" + ", ".join(EVENT_SCOPES) + ")")
+
+
+def _granted(body: dict[str, Any]) -> set[str]:
+    data = body.get("data")
+    scopes = data.get("scopes") if isinstance(data, dict) else None
+    return {
+        s["scope_name"]
+        for s in scopes or []
+        if isinstance(s, dict)
+        and isinstance(s.get("scope_name"), str)
+        and s.get("grant_status") == 1
+        and s.get("scope_type", "tenant") == "tenant"
+    }
+
+
+def missing_scope_text(exc: FeishuScopeMissing, why: str = "") -> str:
+    """``missing scope: a`` (or ``any one of a, b``), what to do, and Feishu's grant link."""
+    if not exc.scopes:
+        names = f"Feishu did not name it ({exc.msg[:200]})"
+    elif len(exc.scopes) == 1:
+        names = exc.scopes[0]
+    else:
+        names = "any one of " + ", ".join(exc.scopes)
+    link = _AUTH_LINK.search(exc.msg)
+    grant = f": {link.group(0)}" if link else ""
+    return f"missing scope: {names}{why}; {SCOPE_HINT}{grant}"
 
 
 async def _llm(settings: Settings) -> CheckResult:

@@ -14,9 +14,15 @@ from bot.config import Settings, SettingsError, load_settings
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="larkgate", description="A Feishu/Lark agent bot.")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the bot (webhook server)")
+    serve = commands.add_parser("serve", help="run the bot")
     serve.add_argument("--host", help="listen address (default LARKGATE_HOST or 0.0.0.0)")
     serve.add_argument("--port", type=int, help="listen port (default LARKGATE_PORT or 8000)")
+    serve.add_argument(
+        "--mode",
+        choices=("webhook", "ws"),
+        help="how events arrive: webhook (Feishu POSTs to us) or ws (Feishu's long "
+        "connection, no public URL needed); default FEISHU_EVENT_MODE or webhook",
+    )
     commands.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
     commands.add_parser(
         "check",
@@ -34,7 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        settings = load_settings()
+        serving_mode = args.command == "serve" and args.mode
+        settings = load_settings(**({"feishu_event_mode": args.mode} if serving_mode else {}))
         if args.command == "serve":
             return _serve(settings, args.host, args.port)
         if args.command == "check":
@@ -58,13 +65,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _configure_logging(settings: Settings) -> None:
+    from pydantic import SecretStr
+
+    from bot.logs import configure_logging
+
+    # Text keeps the classic "time LEVEL logger: message" line; json writes one object a
+    # line. Both carry the turn's ids and never a secret setting's value.
+    secrets = [
+        value.get_secret_value()
+        for value in (getattr(settings, name) for name in type(settings).model_fields)
+        if isinstance(value, SecretStr)
+    ]
+    configure_logging(settings.larkgate_log_level, settings.larkgate_log_format, secrets)
     # The SDKs' own loggers are chatty at INFO and below.
-    for noisy in ("Lark", "httpx", "httpcore", "openai"):
+    # (openai 3.x sends through httpx2/httpcore2, which log under those names.)
+    for noisy in ("Lark", "httpx", "httpcore", "httpx2", "httpcore2", "openai"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
@@ -74,7 +90,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         raise SettingsError(
             "larkgate serve needs these settings (environment or .env): " + ", ".join(missing)
         )
-    _configure_logging(settings.larkgate_log_level)
+    _configure_logging(settings)
     from aiohttp import web
 
     from bot.app import create_app
@@ -100,7 +116,7 @@ def _check(settings: Settings) -> int:
     results = asyncio.run(run_checks(settings))
     width = max(len(r.name) for r in results)
     for result in results:
-        print(f"{'ok  ' if result.ok else 'FAIL'}  {result.name:<{width}}  {result.detail}")
+        print(f"{result.level:<4}  {result.name:<{width}}  {result.detail}")
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -142,7 +158,7 @@ def _audit(settings: Settings, limit: int, action: str | None) -> int:
 
 
 def _migrate(settings: Settings) -> int:
-    _configure_logging(settings.larkgate_log_level)
+    _configure_logging(settings)
     from bot.store.migrate import current_revision, upgrade
 
     upgrade(settings.database_url)

@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     larkgate_history_messages: int = Field(default=20, ge=0)
     larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     larkgate_log_level: str = "INFO"
+    # text (classic lines) or json (one object a line, for log shippers); see bot/logs.py.
+    larkgate_log_format: Literal["text", "json"] = "text"
     # Connectors named in DESIGN §4 (any other setting: <NAME>_CONNECTOR_<SETTING>).
     sql_connector_url: SecretStr = SecretStr("")
     http_connector_allowed_hosts: str = ""

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from bot.checks import run_checks
+from bot.checks import PLACEHOLDER_CARD, PLACEHOLDER_MESSAGE, run_checks
+from bot.cli import _check
 from bot.config import load_settings
 
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+
+FEATURES = ("messages", "cardkit", "contact", "calendar", "task", "bitable", "docx")
+# With a [connectors] table exactly those are on: the Feishu workspace tools, or not.
+TOOLS_ON = "[connectors.feishu]\n"
+TOOLS_OFF = "[connectors.utilities]\n"
+CALENDAR_SCOPES = ["calendar:calendar", "calendar:calendar:readonly"]
 
 
 @pytest.fixture
@@ -17,13 +26,17 @@ async def fakes():
         FakeFeishu(bot_open_id="ou_bot", bot_name="larkgate") as feishu,
         FakeOpenAIServer() as llm,
     ):
+        # Like Feishu, refuse a reply to a message nobody sent (the messages probe).
+        feishu.strict = True
         llm.handler = lambda body: Reply(content="ok")
         yield feishu, llm
 
 
-def settings_for(feishu, llm, tmp_path, **overrides):
+def settings_for(
+    feishu, llm, tmp_path, connectors='[connectors.broken]\nsetting = "x"\n', **overrides
+):
     config = tmp_path / "larkgate.toml"
-    config.write_text('[connectors.broken]\nsetting = "x"\n')
+    config.write_text(connectors)
     values = {
         "feishu_app_id": feishu.app_id,
         "feishu_app_secret": feishu.app_secret,
@@ -37,9 +50,24 @@ def settings_for(feishu, llm, tmp_path, **overrides):
     return load_settings(**values)
 
 
+async def checks(settings):
+    return {r.name: r for r in await run_checks(settings)}
+
+
+async def check_command(settings, capsys):
+    """``larkgate check`` as the CLI runs it (its own event loop): exit code and output."""
+    capsys.readouterr()
+    code = await asyncio.to_thread(_check, settings)
+    return code, capsys.readouterr().out
+
+
+def line(output, name):
+    return next(row for row in output.splitlines() if f"  {name}  " in row)
+
+
 async def test_a_working_deployment_passes_except_what_is_broken(fakes, tmp_path):
     feishu, llm = fakes
-    results = {r.name: r for r in await run_checks(settings_for(feishu, llm, tmp_path))}
+    results = await checks(settings_for(feishu, llm, tmp_path))
     assert results["settings"].ok
     assert results["feishu token"].ok
     assert results["feishu bot"].ok and "ou_bot" in results["feishu bot"].detail
@@ -52,7 +80,134 @@ async def test_failures_say_what_to_fix(fakes, tmp_path):
     feishu, llm = fakes
     llm.handler = lambda body: Reply.error(401, "bad key")
     settings = settings_for(feishu, llm, tmp_path, feishu_app_secret="wrong")
-    results = {r.name: r for r in await run_checks(settings)}
+    results = await checks(settings)
     assert not results["feishu token"].ok
     assert "FEISHU_APP_SECRET" in results["feishu token"].detail
     assert not results["llm"].ok and "401" in results["llm"].detail
+    assert not any(name.startswith("scopes") for name in results)  # no token, no probes
+
+
+async def test_all_scopes_present_every_feature_is_ok_and_nothing_is_sent(fakes, tmp_path, capsys):
+    feishu, llm = fakes
+    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_ON)
+    code, output = await check_command(settings, capsys)
+    assert code == 0
+    for feature in (*FEATURES, "events"):
+        assert line(output, f"scopes {feature}").startswith("ok    "), output
+    assert "WARN" not in output and "FAIL" not in output
+    # One probe per feature, and the probes change nothing.
+    assert feishu.count("POST", rf"/im/v1/messages/{PLACEHOLDER_MESSAGE}/reply$") == 1
+    assert feishu.count("PATCH", rf"/cardkit/v1/cards/{PLACEHOLDER_CARD}/settings$") == 1
+    assert feishu.count("GET", r"/contact/v3/users/find_by_department$") == 1
+    assert feishu.count("POST", r"/calendar/v4/calendars/primary$") == 1
+    assert feishu.count("GET", r"/task/v1/tasks$") == 1
+    assert feishu.count("POST", r"/bitable/v1/apps/.+/records/search$") == 1
+    assert feishu.count("GET", r"/docx/v1/documents/.+/raw_content$") == 1
+    assert feishu.count("GET", r"/application/v6/scopes$") == 1
+    assert feishu.sent == [] and feishu.cards == {}
+    assert PLACEHOLDER_MESSAGE not in feishu.message_by_id
+
+
+async def test_a_missing_calendar_scope_is_named_as_feishu_listed_it(fakes, tmp_path, capsys):
+    feishu, llm = fakes
+    feishu.deny_scopes("POST", r"/calendar/v4/calendars/primary$", CALENDAR_SCOPES)
+    # The workspace connector is off: informational, the exit code stays 0.
+    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF)
+    code, output = await check_command(settings, capsys)
+    assert code == 0
+    calendar = line(output, "scopes calendar")
+    assert calendar.startswith("WARN  ")
+    assert "missing scope: any one of calendar:calendar, calendar:calendar:readonly" in calendar
+    assert "the feishu connector's tools need it, and it is off" in calendar
+    assert "Permissions & Scopes, then publish a new version" in calendar
+    assert (
+        "https://open.feishu.cn/app/cli_test/auth?q=calendar:calendar,calendar:calendar:readonly"
+        "&op_from=openapi&token_type=tenant"
+    ) in calendar
+    assert line(output, "scopes contact").startswith("ok    ")
+
+
+async def test_a_missing_scope_fails_when_the_workspace_tools_are_on(fakes, tmp_path, capsys):
+    feishu, llm = fakes
+    feishu.deny_scopes("POST", r"/calendar/v4/calendars/primary$", CALENDAR_SCOPES)
+    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_ON)
+    code, output = await check_command(settings, capsys)
+    assert code == 1
+    calendar = line(output, "scopes calendar")
+    assert calendar.startswith("FAIL  ")
+    assert "calendar:calendar, calendar:calendar:readonly" in calendar
+    assert "the feishu connector's calendar tools need it" in calendar
+    assert [row for row in output.splitlines() if row.startswith("FAIL")] == [calendar]
+
+
+async def test_a_missing_messaging_scope_fails_the_check(fakes, tmp_path, capsys):
+    feishu, llm = fakes
+    feishu.deny_scopes(
+        "POST", r"/im/v1/messages/[^/]+/reply$", ["im:message", "im:message:send_as_bot"]
+    )
+    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF)
+    code, output = await check_command(settings, capsys)
+    assert code == 1
+    messages = line(output, "scopes messages")
+    assert messages.startswith("FAIL  ")
+    assert "missing scope: any one of im:message, im:message:send_as_bot" in messages
+    assert "publish a new version" in messages
+
+
+async def test_a_missing_cardkit_scope_fails_and_no_card_is_created(fakes, tmp_path):
+    feishu, llm = fakes
+    feishu.deny_scopes("PATCH", r"/cardkit/v1/cards/[^/]+/settings$", ["cardkit:card:write"])
+    results = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
+    cardkit = results["scopes cardkit"]
+    assert cardkit.level == "FAIL"
+    assert "missing scope: cardkit:card:write;" in cardkit.detail
+    assert feishu.count("POST", r"/cardkit/v1/cards$") == 0 and feishu.cards == {}
+
+
+async def test_scopes_named_only_in_permission_violations_are_reported(fakes, tmp_path):
+    feishu, llm = fakes
+    feishu.fail(
+        "GET",
+        r"/task/v1/tasks$",
+        99991672,
+        msg="Access denied.",
+        error={
+            "permission_violations": [
+                {"type": "action_scope_required", "subject": "task:task:read"}
+            ]
+        },
+    )
+    results = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
+    task = results["scopes task"]
+    assert task.level == "WARN"
+    assert task.detail.startswith("missing scope: task:task:read ")
+
+
+async def test_a_probe_without_a_usable_answer_is_a_warning(fakes, tmp_path):
+    feishu, llm = fakes
+    feishu.fail("GET", r"/raw_content$", 502, http_status=502, raw_body="<html>502</html>")
+    results = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_ON))
+    docx = results["scopes docx"]
+    assert docx.level == "WARN" and docx.ok
+    assert "not verified" in docx.detail and "HTTP 502" in docx.detail
+
+
+async def test_event_scopes_come_from_the_apps_scope_list(fakes, tmp_path):
+    feishu, llm = fakes
+    feishu.granted_scopes.remove("im:message.p2p_msg:readonly")
+    results = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
+    events = results["scopes events"]
+    assert events.level == "WARN"
+    assert "direct messages: im:message.p2p_msg:readonly" in events.detail
+    assert "group @mentions" not in events.detail
+
+
+async def test_without_the_scope_list_the_event_scopes_are_a_reminder(fakes, tmp_path):
+    feishu, llm = fakes
+    feishu.deny_scopes("GET", r"/application/v6/scopes$", ["application:application:self_manage"])
+    results = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
+    events = results["scopes events"]
+    assert events.level == "WARN" and events.ok
+    assert "application:application:self_manage" in events.detail
+    assert "im:message.p2p_msg:readonly" in events.detail
+    assert "im:message.group_at_msg:readonly" in events.detail

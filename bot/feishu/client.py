@@ -15,7 +15,8 @@ What this wrapper adds to the SDK (see research/lark-sdk.md for why each is need
   decides (a streaming writer skips a frame, a reply is resent with the same ``uuid``).
 - Counting: ``call_counts[endpoint]`` counts every HTTP attempt (the free tier allows
   10,000 calls a month) and ``error_counts[(endpoint, code)]`` every failure
-  (``code`` is None when there was no usable answer).
+  (``code`` is None when there was no usable answer); an optional ``on_call(endpoint,
+  code)`` observer hears of each attempt (the app's metrics).
 - Pooling: the SDK opens a new ``httpx.AsyncClient`` per call, and building one costs
   about 50-70 ms of CPU (a fresh SSL context loads the CA bundle) before any handshake.
   Requests are built with the SDK's generated builders and parsed into its models, but
@@ -109,8 +110,12 @@ class FeishuClient:
         timeout: float = 10.0,
         token_refresh_margin: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        on_call: Callable[[str, str], None] | None = None,
     ) -> None:
         self._config = config
+        # Told of every HTTP attempt: (endpoint, code), code "0" on success, Feishu's code
+        # as text on a failure, "transport" when there was no usable answer (e.g. metrics).
+        self._on_call = on_call
         # No .app_secret(): with enable_set_token and a token in every RequestOption the
         # SDK never fetches one itself; if a call ever lacks the token it fails loudly.
         self.sdk = (
@@ -380,11 +385,25 @@ class FeishuClient:
             reason = f"no usable answer ({type(exc).__name__}: {exc})"[:300]
             error = FeishuTransportError(None, reason, endpoint=endpoint)
             self._record(error)
+            self._observe(endpoint, error)
             raise error from exc
         except FeishuError as exc:
             self._record(exc)
+            self._observe(endpoint, exc)
             raise
+        self._observe(endpoint, None)
         return response, body
+
+    def _observe(self, endpoint: str, error: FeishuError | None) -> None:
+        if self._on_call is None:
+            return
+        if error is None:
+            code = "0"
+        elif error.code:
+            code = str(error.code)
+        else:  # no Feishu code: no usable answer, or an HTTP 429 without one
+            code = f"http_{error.http_status}" if error.http_status == 429 else "transport"
+        self._on_call(endpoint, code)
 
     async def _fetch_tenant_token(self) -> tuple[str, float]:
         """The TenantTokenManager's fetcher: the SDK's generated async token call."""

@@ -145,16 +145,38 @@ class WebhookVerifier:
             return Refused(401, "wrong or missing verification token")
         if not self._token_ok(header.get("token")):
             return Refused(401, "wrong or missing verification token")
-        event_type = header.get("event_type")
-        if not isinstance(event_type, str) or not event_type:
-            return Refused(400, "event without header.event_type")
-        event_id = header.get("event_id")
-        return VerifiedEvent(payload, event_type, event_id if isinstance(event_id, str) else "")
+        return _envelope_event(payload)
 
     def _token_ok(self, token: object) -> bool:
         if not self._token or not isinstance(token, str):
             return False
         return hmac.compare_digest(self._token, token.encode())
+
+
+def open_trusted(body: bytes) -> VerifiedEvent | Refused:
+    """A plaintext envelope from a channel that authenticates itself (the long connection).
+
+    Feishu sends the same schema-2.0 envelopes over its WebSocket, but neither encrypted
+    nor signed (the connection was opened with the app secret), so there is nothing to
+    verify: this only parses, exactly as ``WebhookVerifier`` does after its checks.
+    """
+    payload = _json_object(body)
+    if payload is None:
+        return Refused(400, "payload is not a JSON object")
+    if "encrypt" in payload:
+        return Refused(400, "encrypted payload where a plaintext envelope was expected")
+    return _envelope_event(payload)
+
+
+def _envelope_event(payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
+    header = payload.get("header")
+    if payload.get("schema") != "2.0" or not isinstance(header, Mapping):
+        return Refused(400, "not a schema 2.0 event envelope")
+    event_type = header.get("event_type")
+    if not isinstance(event_type, str) or not event_type:
+        return Refused(400, "event without header.event_type")
+    event_id = header.get("event_id")
+    return VerifiedEvent(payload, event_type, event_id if isinstance(event_id, str) else "")
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

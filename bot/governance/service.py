@@ -55,8 +55,9 @@ def build_governance(
     spawn: Callable[[Coroutine[Any, Any, None]], object],
     sweep_interval: float,
     clock: Callable[[], float] = time.time,
+    on_approval_outcome: Callable[[str], None] | None = None,
 ) -> Governance:
-    approvals = ApprovalStore(database, clock=clock)
+    approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome)
     org = OrgSettingsStore(database, clock=clock)
     audit = AuditLog(database, clock=clock)
     waits = ApprovalWaits(approvals)

@@ -65,7 +65,9 @@ class EventIntake:
         lease_seconds: float,
         max_age_seconds: float,
         clock: Callable[[], float] = time.time,
+        on_duplicate: Callable[[], None] | None = None,
     ) -> None:
+        self._on_duplicate = on_duplicate  # told of each delivery the claim dropped
         self._ledger = ledger
         self._process = process
         self._tasks = tasks
@@ -96,6 +98,8 @@ class EventIntake:
         )
         if claim.outcome not in CLAIMED:
             logger.debug("duplicate delivery of %s (%s)", message_id, claim.outcome)
+            if self._on_duplicate is not None:
+                self._on_duplicate()
             return
         self.start(claim)
 

@@ -18,6 +18,7 @@ from bot.conversations.workers import Turn
 from bot.engine import AgentResult, Message, ReActAgent
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.events import InboundMessage
+from bot.logs import bind_log_context, log_scope
 from bot.store import ConversationStore, FinishedTurn, HistoryEntry, MessageLedger, TurnJournal
 
 from . import texts
@@ -32,6 +33,8 @@ AgentFactory = Callable[[], Awaitable[ReActAgent]]
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 # Counts a run's tokens against the asker's budgets; returns a usage line for the footer.
 UsageRecorder = Callable[[InboundMessage, int], Awaitable[str]]
+# Told of each run that ended: its status ("failed" when the turn raised) and wall seconds.
+RunObserver = Callable[[str, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,9 @@ class TurnRunner:
         history_messages: int,
         record_usage: UsageRecorder | None = None,
         clock: Callable[[], float] = time.time,
+        on_run: RunObserver | None = None,
     ) -> None:
+        self._on_run = on_run
         self._record_usage = record_usage
         self._agent_factory = agent_factory
         self._ledger = ledger
@@ -85,26 +90,38 @@ class TurnRunner:
 
     def runner_for(self, message: InboundMessage, key: str) -> Callable[[Turn], Awaitable[None]]:
         async def run(turn: Turn) -> None:
-            try:
-                await self._run(turn, message, key)
-            except Exception:
-                logger.exception("turn for message %s failed", message.message_id)
-                await self._release(turn)
-                raise
+            began = time.monotonic()
+            # The ids _run binds label every line of the turn, and only of this turn.
+            with log_scope():
+                try:
+                    status = await self._run(turn, message, key)
+                except Exception:
+                    logger.exception("turn for message %s failed", message.message_id)
+                    self._ran("failed", began)
+                    await self._release(turn)
+                    raise
+                if status is not None:
+                    self._ran(status, began)
 
         return run
 
-    async def _run(self, turn: Turn, message: InboundMessage, key: str) -> None:
+    def _ran(self, status: str, began: float) -> None:
+        if self._on_run is not None:
+            self._on_run(status, time.monotonic() - began)
+
+    async def _run(self, turn: Turn, message: InboundMessage, key: str) -> str | None:
+        """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
             await self._complete(turn)
-            return
+            return None
+        run_id = uuid.uuid4().hex
+        bind_log_context(conversation=key, run=run_id, message=message.message_id)
         started_at = self._clock()
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
         query = "\n".join([message.text, *early])
         agent = await self._agent_factory()
-        run_id = uuid.uuid4().hex
         live = LiveAnswer(self._live_reply(message))
         context = TurnContext(
             run_id,
@@ -170,6 +187,7 @@ class TurnRunner:
         )
         for job in jobs:
             self._in_flight.done(job.message_id)
+        return result.status
 
     async def _answer(
         self,

@@ -192,9 +192,18 @@ _DECIDED = {
 class ApprovalStore:
     """Creates approvals, records their one transition, and keeps the conversation grants."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_outcome: Callable[[str], None] | None = None,
+    ) -> None:
         self._db = db
         self._clock = clock
+        # Told of each transition this store made (approved, approved_session, denied,
+        # expired, cancelled): once per approval across processes, e.g. for metrics.
+        self._on_outcome = on_outcome
         self._insert_grant = (
             db.insert(_grants)
             .on_conflict_do_nothing(index_elements=["scope_key", "generation", "tool"])
@@ -243,21 +252,28 @@ class ApprovalStore:
         """
         if decision not in _DECIDED:
             raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
-        return await self._db.transact(
-            _decide, self._insert_grant, approval_id, decision, actor, self._clock()
+        return self._report(
+            await self._db.transact(
+                _decide, self._insert_grant, approval_id, decision, actor, self._clock()
+            )
         )
 
     async def expire(self, approval_id: str) -> Outcome:
         """End a pending approval whose time ran out (the waiting process's timer)."""
-        return await self._db.transact(_close_one, approval_id, EXPIRED, None, self._clock())
+        return self._report(
+            await self._db.transact(_close_one, approval_id, EXPIRED, None, self._clock())
+        )
 
     async def cancel(self, approval_id: str, note: str) -> Outcome:
         """End a pending approval nobody needs any more, e.g. its run was stopped."""
-        return await self._db.transact(_close_one, approval_id, CANCELLED, note, self._clock())
+        return self._report(
+            await self._db.transact(_close_one, approval_id, CANCELLED, note, self._clock())
+        )
 
     async def cancel_run(self, run_id: str, note: str) -> list[ApprovalRecord]:
         """Cancel every pending approval of a run; returns those this call cancelled."""
-        return await self._db.transact(_cancel_run, run_id, note, self._clock())
+        cancelled = await self._db.transact(_cancel_run, run_id, note, self._clock())
+        return self._report_all(cancelled)
 
     async def states(self, approval_ids: Collection[str]) -> dict[str, str]:
         """The state of each approval that exists, in one query (a watcher's way to notice
@@ -276,7 +292,20 @@ class ApprovalStore:
         Expired: those still pending `grace_seconds` past their expiry (the owner's timer
         should have expired them).
         """
-        return await self._db.transact(_close_orphans, self._clock(), grace_seconds)
+        closed = await self._db.transact(_close_orphans, self._clock(), grace_seconds)
+        return self._report_all(closed)
+
+    def _report(self, outcome: Outcome) -> Outcome:
+        if outcome.changed and outcome.record is not None:
+            self._report_all([outcome.record])
+        return outcome
+
+    def _report_all(self, records: list[ApprovalRecord]) -> list[ApprovalRecord]:
+        if self._on_outcome is not None:
+            for record in records:
+                session = record.state == APPROVED and record.session
+                self._on_outcome("approved_session" if session else record.state)
+        return records
 
     async def pending(self, *, limit: int = 50) -> list[ApprovalRecord]:
         """The pending approvals, newest first."""

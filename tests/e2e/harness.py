@@ -28,6 +28,10 @@ from fakes.feishu_push import card_action_event, message_event, plain_request, s
 from fakes.feishu_server import FakeFeishu, FakeMessage
 from fakes.openai_server import FakeOpenAIServer, Reply
 
+# Set per test by the e2e conftest when the suite runs on PostgreSQL
+# (LARKGATE_TEST_E2E_DATABASE=postgresql); otherwise each test gets a SQLite file.
+DATABASE_URL: str | None = None
+
 VERIFICATION_TOKEN = "vt-e2e"
 ENCRYPT_KEY = "ek-e2e"
 BOT_OPEN_ID = "ou_bot"
@@ -45,7 +49,7 @@ def settings_for(
         "llm_base_url": llm_server.base_url,
         "llm_api_key": "sk-e2e-not-secret",
         "llm_model": "fake-model",
-        "database_url": f"sqlite+aiosqlite:///{tmp_path}/bot.db",
+        "database_url": DATABASE_URL or f"sqlite+aiosqlite:///{tmp_path}/bot.db",
         "larkgate_claim_lease_seconds": 2.0,
         "larkgate_shutdown_grace_seconds": 2.0,
     }

@@ -27,6 +27,9 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     PUT   /open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content   stream text
     PATCH /open-apis/cardkit/v1/cards/{card_id}/settings    ``config`` (streaming_mode, summary)
     PUT   /open-apis/cardkit/v1/cards/{card_id}             replace the whole card
+    GET   /open-apis/application/v6/scopes                  ``data.scopes``: the app's scopes
+          (``scope_name``, ``grant_status`` 1 = granted, ``scope_type`` tenant), from
+          ``granted_scopes`` (every scope larkgate uses unless a test removes some)
     Every route but the token one wants ``Authorization: Bearer <valid token>``: missing
     answers 99991661, unknown/expired/revoked 99991663 (HTTP 400). Unknown routes get
     aiohttp's plain-text 404, as a real gateway answers with a non-JSON page.
@@ -165,6 +168,11 @@ Faults and delays
     token, as a gateway would, and work on every route, e.g.
     ``fail("PUT", r"/elements/.+/content$", 230020)``. An injected fault leaves no
     trace on the card (its timeline and sequence are untouched).
+    ``deny_scopes(method, path_regex, scopes, times=None)`` answers matching requests as
+    Feishu's gateway does when the app lacks a scope (any one of ``scopes`` would do):
+    99991672, HTTP 400, the scopes in the message ("Access denied. One of the following
+    scopes is required: [a, b]." then the same in Chinese with the console's auth link)
+    and in ``error.permission_violations``.
 
 Extending (CardKit and more)
     Add a handler method, register it in ``_routes()``, read the parsed body from
@@ -172,6 +180,8 @@ Extending (CardKit and more)
     (the middleware renders it, with a log id). Keep state in dataclasses on the fake.
     Workspace endpoints live on :class:`FakeWorkspace` (``routes()``); ``_paged`` and
     ``_query_int`` give them Feishu's paging and parameter checks.
+    ``add_routes(routes, public=True)`` (before ``start()``) mounts routes served elsewhere,
+    such as the long-connection gateway of ``fakes.feishu_ws``, on the same domain.
 """
 
 from __future__ import annotations
@@ -194,6 +204,22 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TENANT_KEY = "fake_tenant"
+# The tenant scopes larkgate uses, all granted unless a test takes some away.
+LARKGATE_SCOPES = (
+    "im:message",
+    "im:message:send_as_bot",
+    "im:message.p2p_msg:readonly",
+    "im:message.group_at_msg:readonly",
+    "im:chat:readonly",
+    "cardkit:card:write",
+    "contact:user.base:readonly",
+    "contact:user.id:readonly",
+    "calendar:calendar",
+    "task:task:read",
+    "task:task:write",
+    "bitable:app",
+    "docx:document",
+)
 RECEIVE_ID_TYPES = ("open_id", "user_id", "union_id", "email", "chat_id")
 MSG_TYPES = (
     "text",
@@ -1547,12 +1573,15 @@ class FakeFeishu:
         self._port: int | None = None
         self._closing = asyncio.Event()
         self.workspace = FakeWorkspace(self)
+        self.granted_scopes: list[str] = list(LARKGATE_SCOPES)  # GET /application/v6/scopes
+        self._extra_routes: list[tuple[str, str, Any]] = []  # add_routes()
+        self._public_paths: set[str] = {TOKEN_PATH}  # answered without a tenant token
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> Self:
         app = web.Application(middlewares=[self._middleware], client_max_size=4 * 1024 * 1024)
-        for method, path, handler in self._routes():
+        for method, path, handler in [*self._routes(), *self._extra_routes]:
             app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -1592,6 +1621,7 @@ class FakeFeishu:
             ("PUT", CARD_ROUTE + "/elements/{element_id}/content", self._card_content),
             ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
             ("PUT", CARD_ROUTE, self._update_card),
+            ("GET", "/open-apis/application/v6/scopes", self._app_scopes),
             *self.workspace.routes(),
         ]
 
@@ -1624,6 +1654,37 @@ class FakeFeishu:
                 error,
             )
         )
+
+    def deny_scopes(
+        self, method: str, path_regex: str, scopes: list[str], *, times: int | None = None
+    ) -> None:
+        """Answer matching requests as Feishu does when the app lacks ``scopes`` (any one
+        of them would do): 99991672, the scopes in the message and in
+        ``error.permission_violations``, and the console link to grant them."""
+        names = ", ".join(scopes)
+        link = (
+            f"https://open.feishu.cn/app/{self.app_id}/auth?q={','.join(scopes)}"
+            "&op_from=openapi&token_type=tenant"
+        )
+        msg = (
+            f"Access denied. One of the following scopes is required: [{names}]."
+            f"应用尚未开通所需的应用身份权限：[{names}]，点击链接申请并开通任一权限即可：{link}"
+        )
+        violations = [{"type": "action_scope_required", "subject": name} for name in scopes]
+        error = {
+            "permission_violations": violations,
+            "helps": [{"url": link, "description": "Troubleshooting suggestions"}],
+        }
+        self.fail(method, path_regex, 99991672, msg=msg, times=times, error=error)
+
+    def add_routes(self, routes: list[tuple[str, str, Any]], *, public: bool = False) -> None:
+        """Serve more routes on this domain (before ``start()``), e.g. the long-connection
+        gateway of ``fakes.feishu_ws``; ``public`` ones need no tenant token."""
+        if self._runner is not None:
+            raise RuntimeError("add_routes() before start()")
+        self._extra_routes.extend(routes)
+        if public:
+            self._public_paths.update(path for _, path, _ in routes)
 
     def slow(self, method: str, path_regex: str, seconds: float, *, times: int | None = None):
         """Delay matching requests by ``seconds``, then answer them normally."""
@@ -1740,7 +1801,7 @@ class FakeFeishu:
             await self._pause(fault.delay)
             return self._fault_response(fault)
         try:
-            if request.path != TOKEN_PATH:
+            if request.path not in self._public_paths:
                 self._check_token(request)
             return await handler(request)
         except FakeError as exc:
@@ -1795,6 +1856,13 @@ class FakeFeishu:
                 await asyncio.wait_for(self._closing.wait(), seconds)
 
     # -- handlers -------------------------------------------------------------------
+
+    async def _app_scopes(self, request: web.Request) -> web.Response:
+        scopes = [
+            {"scope_name": name, "grant_status": 1, "scope_type": "tenant"}
+            for name in self.granted_scopes
+        ]
+        return self._ok({"scopes": scopes})
 
     async def _tenant_token(self, request: web.Request) -> web.Response:
         body = _body(request)

@@ -1,0 +1,104 @@
+""".env.example lists every setting larkgate reads, each with a comment, and nothing else.
+
+A setting added to ``bot.config.Settings`` without a line here fails this test, so the
+example (which newcomers copy to ``.env``) can never drift from the code again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings
+from bot.engine.env import COMPLETION_CHECK_MIN_TOOLS_VAR, CYCLE_DETECTION_THRESHOLD_VAR
+from connectors.config import ENV_OVERRIDE
+
+EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
+# "NAME=value", or "# NAME=value" for an optional setting shown commented out.
+ASSIGNMENT = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
+# Values in the example that are placeholders or suggestions, not the defaults.
+PLACEHOLDERS = {"FEISHU_APP_ID", "LLM_BASE_URL", "LLM_MODEL"}
+
+
+def setting_names() -> set[str]:
+    """The environment names of Settings' fields (upper-cased names, or their aliases)."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    names = set()
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias or info.alias
+        names.add(alias.upper() if isinstance(alias, str) else f"{prefix}{name}".upper())
+    return names
+
+
+def example_lines() -> list[str]:
+    return EXAMPLE.read_text(encoding="utf-8").splitlines()
+
+
+def assignments() -> dict[str, list[int]]:
+    """Each name assigned in the file (commented out or not) → its line numbers."""
+    found: dict[str, list[int]] = {}
+    for number, line in enumerate(example_lines()):
+        match = ASSIGNMENT.match(line.strip())
+        if match:
+            found.setdefault(match["name"], []).append(number)
+    return found
+
+
+def test_every_setting_is_listed():
+    missing = sorted(setting_names() - set(assignments()))
+    assert not missing, f".env.example lacks {', '.join(missing)}: add each with a comment"
+
+
+def test_the_example_names_only_real_settings():
+    engine_knobs = {CYCLE_DETECTION_THRESHOLD_VAR, COMPLETION_CHECK_MIN_TOOLS_VAR}
+    unknown = sorted(
+        name
+        for name in assignments()
+        if name not in setting_names()
+        and name not in engine_knobs
+        and not ENV_OVERRIDE.match(name)  # <NAME>_CONNECTOR_<SETTING>
+    )
+    assert not unknown, f".env.example names settings larkgate does not read: {unknown}"
+
+
+def test_each_setting_is_set_once():
+    lines = example_lines()
+    for name, numbers in assignments().items():
+        active = [n for n in numbers if not lines[n].lstrip().startswith("#")]
+        assert len(active) <= 1, f"{name} is set on several lines of .env.example"
+
+
+def test_every_setting_has_a_comment():
+    """Above each setting, before the next blank line, is a comment that explains it."""
+    lines = example_lines()
+    for name in setting_names():
+        number = assignments()[name][0]
+        above = number - 1
+        while above >= 0 and ASSIGNMENT.match(lines[above].strip()):
+            above -= 1  # a group of related settings shares one comment
+        assert above >= 0 and lines[above].lstrip().startswith("#"), (
+            f"{name} in .env.example has no comment above it"
+        )
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    for name in setting_names():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no stray .env
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_example_loads_and_shows_the_defaults():
+    from_example = Settings(_env_file=EXAMPLE)  # type: ignore[call-arg]
+    defaults = Settings(_env_file=None)  # type: ignore[call-arg]
+    differing = {
+        name.upper()
+        for name in Settings.model_fields
+        if getattr(from_example, name) != getattr(defaults, name)
+    }
+    assert differing <= PLACEHOLDERS, (
+        f"values in .env.example differ from the defaults: {sorted(differing - PLACEHOLDERS)}"
+    )

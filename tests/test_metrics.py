@@ -1,0 +1,250 @@
+"""GET /metrics end to end: what a message, a redelivery, a click and a mode switch count."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot.engine import LLMResponse, StreamDelta, tool_from_function
+from bot.engine.llm import LLMTransientError
+from bot.engine.messages import Usage
+from bot.feishu.client import FeishuClient
+from bot.feishu.config import FeishuConfig
+from bot.feishu.errors import FeishuError
+from bot.metrics import MeteredLLM, Metrics
+
+from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
+from fakes.feishu_server import FakeFeishu
+from fakes.openai_server import FakeOpenAIServer, Reply
+
+ADMIN = "ou_admin"
+
+
+@pytest.fixture
+async def feishu() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def llm_server() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer() as server:
+        server.handler = answering
+        yield server
+
+
+def answering(body: Mapping[str, Any]) -> Reply:
+    """One loop call (11 + 3 tokens) that answers, then the streamed answer (9 + 4)."""
+    if body.get("stream"):
+        return Reply(content="Here it is", usage={"prompt_tokens": 9, "completion_tokens": 4})
+    return Reply(content="draft", usage={"prompt_tokens": 11, "completion_tokens": 3})
+
+
+def deploying(body: Mapping[str, Any]) -> Reply:
+    """Calls the write tool once, then answers."""
+    if body.get("stream"):
+        return Reply(content="Result: " + body["messages"][-1]["content"])
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return Reply(tool_calls=[("c1", "deploy", {"service": "api"})])
+    return Reply(content="done")
+
+
+def deploy_tool():
+    async def deploy(service: str) -> str:
+        """Deploy a service to production."""
+        return f"{service} deployed"
+
+    return tool_from_function(deploy, side_effect="write")
+
+
+class Scrape:
+    """One parsed exposition: sample values by name and labels."""
+
+    def __init__(self, text: str) -> None:
+        self.samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                self.samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+
+    def value(self, name: str, **labels: str) -> float | None:
+        return self.samples.get((name, frozenset(labels.items())))
+
+    def labelled(self, name: str) -> dict[frozenset[tuple[str, str]], float]:
+        return {labels: v for (n, labels), v in self.samples.items() if n == name}
+
+
+async def scrape(bot: Bot) -> Scrape:
+    async with bot.session.get(bot.url + "/metrics") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return Scrape(await response.text())
+
+
+async def test_a_message_and_its_redelivery(tmp_path, feishu, llm_server):
+    settings = settings_for(tmp_path, feishu, llm_server)
+    async with running_bot(settings, feishu, llm_server) as bot:
+        before = await scrape(bot)
+        assert before.value("larkgate_events_received_total", kind="message") == 0
+        assert before.value("larkgate_runs_total", status="completed") == 0
+        assert before.value("larkgate_read_only") == 0
+
+        assert await bot.say("om_1", "hello") == 200
+        await bot.reply("om_1")
+        await bot.settle()
+        assert await bot.say("om_1", "hello") == 200  # Feishu redelivers it
+        await bot.settle()
+        metrics = await scrape(bot)
+
+    assert metrics.value("larkgate_events_received_total", kind="message") == 2
+    assert metrics.value("larkgate_events_received_total", kind="card") == 0
+    assert metrics.value("larkgate_duplicate_events_total") == 1
+    assert metrics.value("larkgate_runs_total", status="completed") == 1
+    assert metrics.value("larkgate_run_duration_seconds_count") == 1
+    assert metrics.value("larkgate_run_duration_seconds_sum") > 0
+    assert metrics.value("larkgate_llm_calls_total", kind="loop") == 1
+    assert metrics.value("larkgate_llm_calls_total", kind="stream") == 1
+    assert metrics.value("larkgate_llm_tokens_total", type="prompt") == 20
+    assert metrics.value("larkgate_llm_tokens_total", type="completion") == 7
+    assert metrics.value("larkgate_in_flight_messages") == 0
+    feishu_calls = metrics.labelled("larkgate_feishu_api_calls_total")
+    by_endpoint = {dict(labels)["endpoint"]: dict(labels)["code"] for labels in feishu_calls}
+    assert by_endpoint["im.message.reply"] == "0"
+    assert by_endpoint["auth.tenant_token"] == "0"
+    assert metrics.value(
+        "larkgate_feishu_api_calls_total", endpoint="im.message.reply", code="0"
+    ) == len(bot.replies_to("om_1"))
+    assert all(dict(labels)["code"] == "0" for labels in feishu_calls)
+    # Nothing secret or per-user in the exposition.
+    assert not any("ou_user" in str(labels) for labels in metrics.samples)
+
+
+async def test_an_approval_click_counts_its_outcome(tmp_path, feishu, llm_server):
+    llm_server.handler = deploying
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_admins=ADMIN)
+    async with running_bot(settings, feishu, llm_server, tools=[deploy_tool()]) as bot:
+        await bot.say("om_a", "deploy api")
+        await bot.wait_for(lambda: bool(approval_buttons(bot, "om_a")))
+        card, value = approval_buttons(bot, "om_a")[0]
+        answer = await bot.click(value, by=ADMIN, card_message_id=card)
+        assert answer["toast"]["type"] == "success"
+        await bot.reply("om_a")
+        await bot.settle()
+        metrics = await scrape(bot)
+
+    assert metrics.value("larkgate_events_received_total", kind="card") == 1
+    assert metrics.value("larkgate_approvals_total", outcome="approved") == 1
+    assert metrics.value("larkgate_approvals_total", outcome="denied") == 0
+    assert metrics.value("larkgate_runs_total", status="completed") == 1
+
+
+def approval_buttons(bot: Bot, message_id: str) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for message in bot.replies_to(message_id):
+        for element in _walk(message.content):
+            value = element.get("value") if isinstance(element, dict) else None
+            if isinstance(value, dict) and value.get("decision") == "approve":
+                found.append((message.message_id, value))
+    return found
+
+
+def _walk(node: Any):
+    yield node
+    if isinstance(node, dict):
+        for child in node.values():
+            yield from _walk(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _walk(child)
+
+
+async def test_the_read_only_gauge_follows_the_admin_switch(tmp_path, feishu, llm_server):
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_admins=ADMIN)
+    async with running_bot(settings, feishu, llm_server) as bot:
+        assert (await scrape(bot)).value("larkgate_read_only") == 0
+        await bot.say("om_r1", "/readonly on", sender_open_id=ADMIN)
+        await bot.wait_for(lambda: bool(bot.replies_to("om_r1")))
+        assert (await scrape(bot)).value("larkgate_read_only") == 1
+        await bot.say("om_r2", "/readonly off", sender_open_id=ADMIN)
+        await bot.wait_for(lambda: bool(bot.replies_to("om_r2")))
+        assert (await scrape(bot)).value("larkgate_read_only") == 0
+
+
+async def test_feishu_failures_are_counted_by_code(feishu):
+    metrics = Metrics()
+    config = FeishuConfig(
+        app_id=feishu.app_id,
+        app_secret=feishu.app_secret,
+        verification_token="",
+        encrypt_key="",
+        domain=feishu.domain,
+    )
+    async with FeishuClient(config, on_call=metrics.feishu_call) as client:
+        await client.bot_info()
+        feishu.fail("POST", r"/reply$", 230011)
+        with pytest.raises(FeishuError):
+            await client.reply_message("om_x", msg_type="text", content='{"text": "hi"}')
+        feishu.fail("POST", r"/reply$", 0, http_status=502, raw_body="<html>bad gateway</html>")
+        with pytest.raises(FeishuError):
+            await client.reply_message("om_x", msg_type="text", content='{"text": "hi"}')
+    scraped = Scrape(metrics.render()[0].decode())
+    calls = "larkgate_feishu_api_calls_total"
+    assert scraped.value(calls, endpoint="bot.info", code="0") == 1
+    assert scraped.value(calls, endpoint="auth.tenant_token", code="0") == 1
+    assert scraped.value(calls, endpoint="im.message.reply", code="230011") == 1
+    assert scraped.value(calls, endpoint="im.message.reply", code="transport") == 1
+
+
+class ScriptedLLM:
+    model = "scripted"
+    abilities: Mapping[str, bool] = {"tool_call": True}
+
+    def __init__(self) -> None:
+        self.fail = False
+        self.closed = False
+
+    async def chat(self, messages, **options) -> LLMResponse:
+        if self.fail:
+            raise LLMTransientError("down")
+        return LLMResponse(content="ok", usage=Usage(5, 2, 7))
+
+    async def stream_chat(self, messages, **options):
+        yield StreamDelta(content="a")
+        yield StreamDelta(content="b", usage=Usage(3, 1, 4))
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_metered_llm_counts_calls_tokens_and_errors():
+    metrics, inner = Metrics(), ScriptedLLM()
+    llm = MeteredLLM(inner, metrics)
+    assert llm.model == "scripted" and llm.abilities["tool_call"]
+    assert (await llm.chat([])).content == "ok"
+    assert [d.content async for d in llm.stream_chat([])] == ["a", "b"]
+    inner.fail = True
+    with pytest.raises(LLMTransientError):
+        await llm.chat([])
+    await llm.aclose()  # anything else is the wrapped LLM's
+    assert inner.closed
+    scraped = Scrape(metrics.render()[0].decode())
+    assert scraped.value("larkgate_llm_calls_total", kind="loop") == 2
+    assert scraped.value("larkgate_llm_calls_total", kind="stream") == 1
+    assert scraped.value("larkgate_llm_errors_total", kind="loop") == 1
+    assert scraped.value("larkgate_llm_tokens_total", type="prompt") == 8
+    assert scraped.value("larkgate_llm_tokens_total", type="completion") == 3
+
+
+def test_registries_are_per_app_and_the_connection_state_is_one_hot():
+    first, second = Metrics(), Metrics()
+    first.duplicate_event()
+    first.set_long_connection_state("connecting")
+    first.set_long_connection_state("connected")
+    one, two = Scrape(first.render()[0].decode()), Scrape(second.render()[0].decode())
+    assert one.value("larkgate_duplicate_events_total") == 1
+    assert two.value("larkgate_duplicate_events_total") == 0
+    assert one.value("larkgate_long_connection_state", state="connected") == 1
+    assert one.value("larkgate_long_connection_state", state="connecting") == 0
+    assert two.labelled("larkgate_long_connection_state") == {}
