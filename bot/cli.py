@@ -1,5 +1,5 @@
-"""The ``larkgate`` command: ``serve`` runs the bot; ``migrate``, ``check`` and ``audit`` help
-operate it."""
+"""The ``larkgate`` command: ``serve`` runs the bot; ``dev`` runs it in a local sandbox;
+``migrate``, ``check`` and ``audit`` help operate it."""
 
 from __future__ import annotations
 
@@ -23,6 +23,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how events arrive: webhook (Feishu POSTs to us) or ws (Feishu's long "
         "connection, no public URL needed); default FEISHU_EVENT_MODE or webhook",
     )
+    dev = commands.add_parser(
+        "dev",
+        help="try larkgate locally without a Feishu app: the bot, an embedded Feishu "
+        "emulator and a chat page in the browser (only the model is real)",
+    )
+    dev.add_argument("--host", default="127.0.0.1", help="chat page address (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=8765, help="chat page port (default 8765)")
     commands.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
     commands.add_parser(
         "check",
@@ -44,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(**({"feishu_event_mode": args.mode} if serving_mode else {}))
         if args.command == "serve":
             return _serve(settings, args.host, args.port)
+        if args.command == "dev":
+            return _dev(settings, args.host, args.port)
         if args.command == "check":
             return _check(settings)
         if args.command == "audit":
@@ -104,6 +113,32 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         access_log=None,
         shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
     )
+    return 0
+
+
+def _dev(settings: Settings, host: str, port: int) -> int:
+    import asyncio
+    import contextlib
+
+    from bot.sandbox.runner import Sandbox, check_dev_settings
+
+    check_dev_settings(settings)  # before logging and the 2 s of importing the SDK
+    _configure_logging(settings)
+
+    async def run() -> None:
+        async with Sandbox(settings, host=host, port=port) as sandbox:
+            assert sandbox.bot_settings is not None
+            print(f"larkgate dev: open {sandbox.page_url} (Ctrl+C stops)", flush=True)
+            print(
+                f"  bot {sandbox.bot_url}, Feishu emulator {sandbox.emulator.domain}, "
+                f"model {settings.llm_model} at {settings.llm_base_url}, "
+                f"database {sandbox.bot_settings.database_url}",
+                flush=True,
+            )
+            await asyncio.Event().wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
     return 0
 
 

@@ -1,0 +1,190 @@
+"""The chat page and the small JSON API it uses.
+
+GET  /                 the page (one HTML file, inline CSS and JS)
+GET  /api/config       the people, the chats and the bot
+GET  /api/transcript?chat=<dm|group>&user=<key>&after=<revision>
+                       the chat's messages; waits (long poll, up to 20 s) until the
+                       emulator's revision differs from ``after``
+POST /api/messages     ``{user, chat, text, mention}``: pushes a signed, encrypted
+                       ``im.message.receive_v1`` to the bot's ``/feishu/events``
+POST /api/click        ``{user, message_id, value}``: pushes a signed
+                       ``card.action.trigger`` to ``/feishu/card``, applies the card it
+                       answers and returns the toast
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from .emulator import FakeFeishu
+from .people import BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE, Person, chat_of
+from .push import card_action_event, message_event, signed_request
+from .transcript import transcript
+
+LONG_POLL_SECONDS = 20.0
+
+
+@dataclass
+class BotEndpoint:
+    """Where the bot listens and the secrets Feishu shares with it."""
+
+    url: str
+    verification_token: str
+    encrypt_key: str
+
+
+class ChatPage:
+    def __init__(self, emulator: FakeFeishu, bot: BotEndpoint, model: str) -> None:
+        self._emulator = emulator
+        self._bot = bot
+        self._model = model
+        self._session: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self._index)
+        app.router.add_get("/api/config", self._config)
+        app.router.add_get("/api/transcript", self._transcript)
+        app.router.add_post("/api/messages", self._send)
+        app.router.add_post("/api/click", self._click)
+        app.cleanup_ctx.append(self._http)
+        return app
+
+    async def _http(self, app: web.Application):  # type: ignore[no-untyped-def]
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            self._session = session
+            yield
+        self._session = None
+
+    # -- routes -------------------------------------------------------------------
+
+    async def _index(self, request: web.Request) -> web.Response:
+        html = resources.files(__package__).joinpath("static/index.html").read_text("utf-8")
+        return web.Response(text=html, content_type="text/html", charset="utf-8")
+
+    async def _config(self, request: web.Request) -> web.Response:
+        people = [
+            {"key": p.key, "name": p.name, "open_id": p.open_id, "admin": p.admin}
+            for p in PEOPLE.values()
+        ]
+        return web.json_response(
+            {
+                "bot": {"name": BOT_NAME, "open_id": BOT_OPEN_ID, "model": self._model},
+                "people": people,
+                "chats": [
+                    {"key": "dm", "name": "Direct message with the bot"},
+                    {"key": "group", "name": "Group chat", "chat_id": GROUP_CHAT_ID},
+                ],
+            }
+        )
+
+    async def _transcript(self, request: web.Request) -> web.Response:
+        person = _person(request.query.get("user"))
+        chat_id, _ = chat_of(person, request.query.get("chat", "dm"))
+        try:
+            after = int(request.query.get("after", "-1"))
+        except ValueError:
+            raise web.HTTPBadRequest(text="after must be a whole number") from None
+        revision = self._emulator.revision
+        if after == revision:
+            revision = await self._emulator.wait_for_change(after, LONG_POLL_SECONDS)
+        return web.json_response(
+            {
+                "revision": revision,
+                "chat_id": chat_id,
+                "messages": transcript(self._emulator, chat_id),
+            }
+        )
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        person = _person(body.get("user"))
+        text = str(body.get("text") or "").strip()
+        if not text:
+            raise web.HTTPBadRequest(text="text is empty")
+        chat_id, chat_type = chat_of(person, str(body.get("chat") or "dm"))
+        mentions: list[tuple[str, str, str]] = []
+        if chat_type == "group" and body.get("mention", True):
+            mentions = [("@_user_1", BOT_OPEN_ID, BOT_NAME)]
+            text = f"@_user_1 {text}"
+        message_id = f"om_sandbox_{uuid.uuid4().hex[:20]}"
+        envelope = message_event(
+            message_id=message_id,
+            chat_id=chat_id,
+            chat_type=chat_type,
+            text=text,
+            sender_open_id=person.open_id,
+            mentions=mentions,
+            verification_token=self._bot.verification_token,
+            app_id=self._emulator.app_id,
+        )
+        seeded = self._emulator.add_event_message(envelope)
+        seeded.mentions = envelope["event"]["message"].get("mentions", [])
+        self._emulator.touch()
+        status, answer = await self._push("/feishu/events", envelope)
+        return web.json_response(
+            {"message_id": message_id, "chat_id": chat_id, "status": status, "answer": answer}
+        )
+
+    async def _click(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        person = _person(body.get("user"))
+        message = self._emulator.message_by_id.get(str(body.get("message_id") or ""))
+        value = body.get("value")
+        if message is None or not isinstance(value, dict):
+            raise web.HTTPBadRequest(text="an existing message_id and a value object are needed")
+        envelope = card_action_event(
+            verification_token=self._bot.verification_token,
+            value=value,
+            operator_open_id=person.open_id,
+            open_message_id=message.message_id,
+            open_chat_id=message.chat_id,
+            app_id=self._emulator.app_id,
+        )
+        status, answer = await self._push("/feishu/card", envelope)
+        card = answer.get("card") if isinstance(answer, dict) else None
+        if isinstance(card, dict) and card.get("type") == "raw" and isinstance(card["data"], dict):
+            # Feishu shows the card a callback answers with in place of the clicked one.
+            entity = self._emulator.cards.get(message.card_id) if message.card_id else None
+            if entity is not None:
+                entity.card = card["data"]
+            else:
+                message.history.append(message.content)
+                message.content = card["data"]
+            self._emulator.touch()
+        toast = answer.get("toast") if isinstance(answer, dict) else None
+        return web.json_response({"status": status, "toast": toast})
+
+    async def _push(self, path: str, envelope: dict[str, Any]) -> tuple[int, Any]:
+        assert self._session is not None
+        body, headers = signed_request(envelope, encrypt_key=self._bot.encrypt_key)
+        async with self._session.post(self._bot.url + path, data=body, headers=headers) as resp:
+            text = await resp.text()
+        try:
+            return resp.status, json.loads(text) if text else {}
+        except ValueError:
+            return resp.status, {"raw": text}
+
+
+def _person(key: object) -> Person:
+    person = PEOPLE.get(str(key or "user"))
+    if person is None:
+        raise web.HTTPBadRequest(text=f"unknown user {key!r}; one of {', '.join(PEOPLE)}")
+    return person
+
+
+async def _json(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(text="the body must be JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body

@@ -1,0 +1,130 @@
+"""Start the emulator, the real bot wired to it, and the chat page; stop them in reverse."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Self
+
+from aiohttp import web
+from pydantic import SecretStr
+
+from bot.app import create_app
+from bot.config import Settings, SettingsError
+from bot.engine import Tool
+from connectors.config import ConnectorsConfig
+
+from .emulator import FakeFeishu
+from .page import BotEndpoint, ChatPage
+from .people import ADMIN, APP_ID, BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID
+
+DEV_DATABASE_URL = "sqlite+aiosqlite:///./larkgate-dev.db"
+RECORDED_REQUESTS = 2000  # the emulator keeps this many; a long session must not grow
+
+
+def check_dev_settings(settings: Settings) -> None:
+    """Only the model is real in the sandbox: its settings must be there."""
+    model = {"LLM_BASE_URL": settings.llm_base_url, "LLM_MODEL": settings.llm_model}
+    missing = [name for name, value in model.items() if not value]
+    if missing:
+        raise SettingsError(
+            "larkgate dev needs a model (environment or .env): "
+            + ", ".join(missing)
+            + "; e.g. LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=qwen2.5 for Ollama"
+        )
+
+
+def dev_settings(
+    settings: Settings, *, domain: str, app_secret: str, token: str, key: str
+) -> Settings:
+    """The user's settings with Feishu pointed at the emulator (a clear error without a model)."""
+    check_dev_settings(settings)
+    update: dict[str, object] = {
+        "feishu_app_id": APP_ID,
+        "feishu_app_secret": SecretStr(app_secret),
+        "feishu_verification_token": SecretStr(token),
+        "feishu_encrypt_key": SecretStr(key),
+        "feishu_domain": domain,
+        "feishu_event_mode": "webhook",
+        "larkgate_admins": tuple(dict.fromkeys([*settings.larkgate_admins, ADMIN.open_id])),
+    }
+    if "database_url" not in settings.model_fields_set:
+        update["database_url"] = DEV_DATABASE_URL
+    return settings.model_copy(update=update)
+
+
+class Sandbox:
+    """``async with Sandbox(settings) as sandbox: print(sandbox.page_url)``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        tools: Sequence[Tool] = (),
+        connectors: ConnectorsConfig | None = None,
+    ) -> None:
+        self._settings = settings
+        self._host = host
+        self._port = port
+        self._tools = tools
+        self._connectors = connectors
+        secret = secrets.token_urlsafe(16)
+        self._token = secrets.token_urlsafe(16)
+        self._key = secrets.token_urlsafe(24)
+        self.emulator = FakeFeishu(
+            app_id=APP_ID, app_secret=secret, bot_open_id=BOT_OPEN_ID, bot_name=BOT_NAME
+        )
+        self.emulator.max_recorded = RECORDED_REQUESTS
+        self.emulator.workspace.add_chat(GROUP_CHAT_ID, "larkgate sandbox")
+        self.bot_settings: Settings | None = None
+        self.bot_app: web.Application | None = None
+        self.bot_url = ""
+        self.page_url = ""
+        self._runners: list[web.AppRunner] = []
+
+    async def start(self) -> Self:
+        try:
+            await self.emulator.start()
+            self.bot_settings = dev_settings(
+                self._settings,
+                domain=self.emulator.domain,
+                app_secret=self.emulator.app_secret,
+                token=self._token,
+                key=self._key,
+            )
+            self.bot_app = create_app(
+                self.bot_settings, tools=self._tools, connectors=self._connectors
+            )
+            self.bot_url = await self._serve(self.bot_app, "127.0.0.1", 0)
+            endpoint = BotEndpoint(self.bot_url, self._token, self._key)
+            page = ChatPage(self.emulator, endpoint, self.bot_settings.llm_model)
+            self.page_url = await self._serve(page.app(), self._host, self._port)
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        await self.emulator.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _serve(self, app: web.Application, host: str, port: int) -> str:
+        shutdown = self._settings.larkgate_shutdown_grace_seconds + 1
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
+        return f"http://{shown}:{bound_port}"
