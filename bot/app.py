@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import Settings
+from bot.console import CONSOLE, Console, add_console
 from bot.conversations import ConversationWorkers
 from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.feishu.card_writer import LiveReply
@@ -37,6 +38,7 @@ from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import MESSAGE_EVENT, EventIntake, InFlight
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
+from bot.runtime.run_events import RunEventHub
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnRunner
 from bot.store import (
@@ -74,6 +76,7 @@ class Services:
     tools: ToolRegistry
     governance: Governance
     metrics: Metrics
+    run_events: RunEventHub | None = None  # every run's events (the web console reads them)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -133,6 +136,8 @@ def create_app(
     # Open like /healthz: no secrets or ids in it, and Prometheus scrapes are usually
     # restricted at the network (expose the port only to the scraper, or proxy the path).
     app.router.add_get("/metrics", _metrics_route(metrics))
+    # The web console (/console, /api/...): no routes at all without LARKGATE_CONSOLE_TOKEN.
+    add_console(app, settings.larkgate_console_token.get_secret_value())
     app.cleanup_ctx.append(_lifecycle(settings, overrides, metrics))
     app[EVENT_MODE] = settings.feishu_event_mode
     if settings.feishu_event_mode == "ws":
@@ -227,6 +232,7 @@ def _lifecycle(
                 sender=message.sender_open_id, chat_id=message.chat_id, chat_type=message.chat_type
             )
 
+        run_events = RunEventHub(clock=clock)
         turns = TurnRunner(
             agent_factory=agent_factory,
             ledger=ledger,
@@ -245,6 +251,7 @@ def _lifecycle(
             record_usage=record_usage if budgets.enabled else None,
             clock=clock,
             on_run=metrics.run_finished,
+            events=run_events,
         )
         handler = MessageHandler(
             ledger=ledger,
@@ -283,7 +290,9 @@ def _lifecycle(
             tools,
             governance,
             metrics=metrics,
+            run_events=run_events,
         )
+        app[CONSOLE] = Console(run_events, RunStore(database, clock=clock), governance)
         loop = asyncio.get_running_loop()
         chores = [
             loop.create_task(intake.sweep_expired(), name="sweep-expired-claims"),

@@ -60,24 +60,27 @@ class AdminCommands:
             return AdminReply(texts.READONLY_ALREADY.format(state=what))
         return AdminReply(announcement(toggle.mode, actor))  # type: ignore[arg-type]
 
-    async def set_read_only(self, on: bool, *, actor: str, chat_id: str) -> Toggle:
-        """The admin card's toggle: the same rules and records as the command."""
-        command = f"/readonly {'on' if on else 'off'} (admin card)"
-        refusal = await self._refuse(actor, chat_id, command, "change read-only mode")
+    async def set_read_only(
+        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
+    ) -> Toggle:
+        """The admin card's toggle (or the web console's, ``via="console"``, without a chat):
+        the same rules and records as the command."""
+        command = f"/readonly {'on' if on else 'off'} ({via or 'admin card'})"
+        refusal = await self._refuse(actor, chat_id or "", command, "change read-only mode")
         if refusal is not None:
             return Toggle(False, refusal=refusal.text)
-        return await self._set(on, actor=actor, chat_id=chat_id)
+        return await self._set(on, actor=actor, chat_id=chat_id, via=via)
 
-    async def _set(self, on: bool, *, actor: str, chat_id: str) -> Toggle:
-        changed, mode = await self._org.set_read_only(on, actor=actor, chat_id=chat_id)
+    async def _set(
+        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
+    ) -> Toggle:
+        changed, mode = await self._org.set_read_only(on, actor=actor, chat_id=chat_id, via=via)
         if not changed:  # the store audits changes only; a no-op request is on record too
+            detail = {"requested": "on" if on else "off"}
+            if via is not None:
+                detail["via"] = via
             await self._audit.record(
-                AuditEntry(
-                    "admin.readonly_unchanged",
-                    actor=actor,
-                    chat_id=chat_id,
-                    detail={"requested": "on" if on else "off"},
-                )
+                AuditEntry("admin.readonly_unchanged", actor=actor, chat_id=chat_id, detail=detail)
             )
         return Toggle(True, changed, mode)
 

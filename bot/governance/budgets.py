@@ -85,6 +85,11 @@ class Budgets:
             )
         return " · ".join(parts)
 
+    async def today_usage(self) -> tuple[str, list[tuple[str, int, int]]]:
+        """Today (in the configured zone) and every subject's (subject, tokens, messages)."""
+        day = self.today()
+        return day, await self._usage.day(day)
+
     async def purge(self, *, keep_days: int = 2) -> int:
         """Drop counters nobody reads any more (days before yesterday, past minutes)."""
         now = self._clock()

@@ -20,6 +20,7 @@ from .admin import AdminCommands
 from .budgets import Budgets
 from .cards import ApprovalCards
 from .config import GovernanceConfig
+from .console import ConsoleActions
 from .gate import FeishuGateHook
 from .names import UserNames
 from .readonly import ReadOnlyGuard, ToolsForRun
@@ -42,6 +43,8 @@ class Governance:
     card_actions: CardActions
     admin: AdminCommands
     budgets: Budgets
+    # The web console's approve / deny and read-only switch (bot/console).
+    console: ConsoleActions
 
 
 def build_governance(
@@ -93,6 +96,9 @@ def build_governance(
             spawn=spawn,
         ),
         admin=admin,
+        console=ConsoleActions(
+            config=config, approvals=approvals, waits=waits, cards=cards, admin=admin
+        ),
         budgets=Budgets(
             config.budgets, UsageStore(database, clock=clock), timezone=config.timezone, clock=clock
         ),

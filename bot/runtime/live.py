@@ -8,6 +8,7 @@ Hooks that make a tool wait (approvals) call ``waiting(call_id)`` so the card sa
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from bot.engine import AnswerEvent, RunEvent, StepEvent
 from bot.feishu.card_writer import LiveReply
@@ -17,8 +18,10 @@ _STATES = {"ok": "ok", "error": "error", "blocked": "blocked", "cancelled": "can
 
 
 class LiveAnswer:
-    def __init__(self, reply: LiveReply) -> None:
+    def __init__(self, reply: LiveReply, *, on_answer: Callable[[str], None] | None = None) -> None:
         self.reply = reply
+        # Told of each piece of answer text the card shows (the run event hub's ``answer``).
+        self._on_answer = on_answer
 
     @property
     def started(self) -> bool:
@@ -47,6 +50,8 @@ class LiveAnswer:
             return
         first = not self.reply.view.answer
         self.reply.view.answer += delta
+        if self._on_answer is not None:
+            self._on_answer(delta)
         self.reply.touch(urgent=first)
 
     def stopped(self, notice: str) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, Message, ReActAgent
+from bot.engine import AgentResult, Message, ReActAgent, RunEvent
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.events import InboundMessage
 from bot.logs import bind_log_context, log_scope
@@ -24,6 +24,7 @@ from bot.store import ConversationStore, FinishedTurn, HistoryEntry, MessageLedg
 from . import texts
 from .intake import InFlight
 from .live import LiveAnswer
+from .run_events import RunEventHub, RunPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,11 @@ class TurnRunner:
         record_usage: UsageRecorder | None = None,
         clock: Callable[[], float] = time.time,
         on_run: RunObserver | None = None,
+        events: RunEventHub | None = None,
     ) -> None:
         self._on_run = on_run
+        # Every run's events (steps, answer deltas, done), for the web console.
+        self._events = events if events is not None else RunEventHub(clock=clock)
         self._record_usage = record_usage
         self._agent_factory = agent_factory
         self._ledger = ledger
@@ -91,15 +95,19 @@ class TurnRunner:
     def runner_for(self, message: InboundMessage, key: str) -> Callable[[Turn], Awaitable[None]]:
         async def run(turn: Turn) -> None:
             began = time.monotonic()
+            opened: list[RunPublisher] = []  # the run's event stream, once it started
             # The ids _run binds label every line of the turn, and only of this turn.
             with log_scope():
                 try:
-                    status = await self._run(turn, message, key)
+                    status = await self._run(turn, message, key, opened)
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
                     await self._release(turn)
                     raise
+                finally:  # raised or cancelled: the stream still ends (no-op after done)
+                    for publisher in opened:
+                        publisher.done(status="failed", error="the turn ended before its run")
                 if status is not None:
                     self._ran(status, began)
 
@@ -109,7 +117,9 @@ class TurnRunner:
         if self._on_run is not None:
             self._on_run(status, time.monotonic() - began)
 
-    async def _run(self, turn: Turn, message: InboundMessage, key: str) -> str | None:
+    async def _run(
+        self, turn: Turn, message: InboundMessage, key: str, opened: list[RunPublisher]
+    ) -> str | None:
         """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
             await self._complete(turn)
@@ -122,7 +132,16 @@ class TurnRunner:
         early = turn.interrupts.drain()
         query = "\n".join([message.text, *early])
         agent = await self._agent_factory()
-        live = LiveAnswer(self._live_reply(message))
+        events = self._events.open(
+            run_id,
+            conversation_id=loaded.conversation_id,
+            scope_key=key,
+            message_id=message.message_id,
+            model=getattr(agent.llm, "model", None) or "",
+            started_at=started_at,
+        )
+        opened.append(events)
+        live = LiveAnswer(self._live_reply(message), on_answer=events.answer)
         context = TurnContext(
             run_id,
             loaded.conversation_id,
@@ -139,7 +158,7 @@ class TurnRunner:
             query,
             history=[Message(h.role, h.content, kind="history") for h in loaded.history],  # type: ignore[arg-type]
             interrupt_queue=turn.interrupts,
-            on_event=live.on_event,
+            on_event=_fan_out(events.on_event, live.on_event),
             deps=context,
             run_id=run_id,
         )
@@ -162,7 +181,7 @@ class TurnRunner:
         entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
         if answer:
             entries.append(HistoryEntry("assistant", answer))
-        await self._journal.finish_turn(
+        conversation_id = await self._journal.finish_turn(
             FinishedTurn(
                 scope_key=key,
                 conversation_id=loaded.conversation_id,
@@ -184,6 +203,16 @@ class TurnRunner:
                 owner=self._owner,
                 reply_message_id=reply_ids[0] if reply_ids else None,
             )
+        )
+        # After the answer finished and the run is on record: a console that sees ``done``
+        # finds the run in ``GET /api/runs`` too.
+        events.done(
+            status=result.status,
+            iterations=result.iterations,
+            usage=result.total_usage.as_dict(),
+            tool_calls=len(result.steps),
+            error=result.error,
+            conversation_id=conversation_id,
         )
         for job in jobs:
             self._in_flight.done(job.message_id)
@@ -245,6 +274,16 @@ class TurnRunner:
             except Exception:
                 logger.exception("releasing %s failed", job.message_id)
             self._in_flight.done(job.message_id)
+
+
+def _fan_out(*consumers: Callable[[RunEvent], None]) -> Callable[[RunEvent], None]:
+    """One ``on_event`` for the engine that hands each event to every consumer, in order."""
+
+    def on_event(event: RunEvent) -> None:
+        for consume in consumers:
+            consume(event)
+
+    return on_event
 
 
 def _footer(result: AgentResult, elapsed: float, model: str) -> str:

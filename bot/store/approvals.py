@@ -242,19 +242,23 @@ class ApprovalStore:
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         return await self._db.transact(_get, approval_id, write=False)
 
-    async def decide(self, approval_id: str, decision: Decision, *, actor: str) -> Outcome:
+    async def decide(
+        self, approval_id: str, decision: Decision, *, actor: str, via: str | None = None
+    ) -> Outcome:
         """Approve or deny a pending approval whose time has not run out.
 
         `approve_session` also grants the tool for the rest of the conversation generation.
         When the approval is no longer pending (decided, expired, cancelled: a racer won) or
         its time ran out, nothing is written and the outcome carries the row as it is.
         Whether `actor` may decide is the caller's check (see `ApprovalRecord.approvers`).
+        `via` names where the decision came from when not a card click (e.g. "console"); it
+        goes into the audit row's detail.
         """
         if decision not in _DECIDED:
             raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
         return self._report(
             await self._db.transact(
-                _decide, self._insert_grant, approval_id, decision, actor, self._clock()
+                _decide, self._insert_grant, approval_id, decision, actor, self._clock(), via
             )
         )
 
@@ -343,6 +347,7 @@ def _decide(
     decision: Decision,
     actor: str,
     now: float,
+    via: str | None = None,
 ) -> Outcome:
     state, session, action = _DECIDED[decision]
     params = {
@@ -366,7 +371,7 @@ def _decide(
                 "p_tool": record.tool,
             },
         )
-    _audit(connection, record, action, actor, now)
+    _audit(connection, record, action, actor, now, via)
     return Outcome(True, record)
 
 
@@ -418,11 +423,18 @@ def _granted(connection: Connection, params: dict[str, Any]) -> bool:
 
 
 def _audit(
-    connection: Connection, record: ApprovalRecord, action: str, actor: str | None, now: float
+    connection: Connection,
+    record: ApprovalRecord,
+    action: str,
+    actor: str | None,
+    now: float,
+    via: str | None = None,
 ) -> None:
     detail: dict[str, Any] = {"tool": record.tool, "run_id": record.run_id}
     if record.note is not None:
         detail["note"] = record.note
+    if via is not None:
+        detail["via"] = via
     write_audit(
         connection,
         AuditEntry(action, actor=actor, target=record.id, chat_id=record.chat_id, detail=detail),

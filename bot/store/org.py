@@ -79,14 +79,17 @@ class OrgSettingsStore:
         return await self._db.transact(_read_only, write=False)
 
     async def set_read_only(
-        self, on: bool, *, actor: str, chat_id: str | None
+        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
     ) -> tuple[bool, ReadOnlyMode]:
         """Switch the mode; returns whether this call changed it, and the mode after.
 
         The audit row ("readonly.on" / "readonly.off") is written in the same transaction, and
-        only on a change: switching to the current mode writes nothing.
+        only on a change: switching to the current mode writes nothing. `via` names where the
+        switch came from when not a chat (e.g. "console"); it goes into the audit row's detail.
         """
-        return await self._db.transact(_set_read_only, self._sql, on, actor, chat_id, self._clock())
+        return await self._db.transact(
+            _set_read_only, self._sql, on, actor, chat_id, self._clock(), via
+        )
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.
@@ -104,6 +107,7 @@ def _set_read_only(
     actor: str,
     chat_id: str | None,
     now: float,
+    via: str | None = None,
 ) -> tuple[bool, ReadOnlyMode]:
     value = json.dumps(on)
     if on:
@@ -119,7 +123,10 @@ def _set_read_only(
         changed = connection.execute(sql.update_changed, values).first() is not None
     if changed:
         action = "readonly.on" if on else "readonly.off"
-        write_audit(connection, AuditEntry(action, actor=actor, chat_id=chat_id), now)
+        detail = {"via": via} if via is not None else {}
+        write_audit(
+            connection, AuditEntry(action, actor=actor, chat_id=chat_id, detail=detail), now
+        )
     return changed, _read_only(connection)
 
 

@@ -26,6 +26,11 @@ _TOKENS = select(_daily.c.subject, _daily.c.tokens).where(
     _daily.c.day == bindparam("day"),
     _daily.c.subject.in_(bindparam("subjects", expanding=True)),
 )
+_DAY = (
+    select(_daily.c.subject, _daily.c.tokens, _daily.c.messages)
+    .where(_daily.c.day == bindparam("day"))
+    .order_by(_daily.c.tokens.desc(), _daily.c.subject)
+)
 _PURGE_DAYS = delete(_daily).where(_daily.c.day < bindparam("before_day"))
 _PURGE_WINDOWS = delete(_windows).where(_windows.c.window_start < bindparam("before_window"))
 
@@ -83,6 +88,10 @@ class UsageStore:
             return {}
         return await self._db.transact(_usage, day, names, write=False)
 
+    async def day(self, day: str) -> list[tuple[str, int, int]]:
+        """Every subject counted on `day`: (subject, tokens, messages), most tokens first."""
+        return await self._db.transact(_day, day, write=False)
+
     async def hit(self, subject: str, window_start: int) -> int:
         """Count one message of `subject` in the window starting at `window_start` (epoch
         seconds); returns the window's count including it."""
@@ -111,6 +120,11 @@ def _add(connection: Connection, sql: _Statements, rows: list[dict[str, Any]]) -
 def _usage(connection: Connection, day: str, subjects: list[str]) -> dict[str, int]:
     used = dict(connection.execute(_TOKENS, {"day": day, "subjects": subjects}).all())
     return {subject: used.get(subject, 0) for subject in subjects}
+
+
+def _day(connection: Connection, day: str) -> list[tuple[str, int, int]]:
+    rows = connection.execute(_DAY, {"day": day}).all()
+    return [(subject, tokens, messages) for subject, tokens, messages in rows]
 
 
 def _hit(connection: Connection, sql: _Statements, values: dict[str, Any]) -> int:

@@ -1,0 +1,301 @@
+"""The console's routes and their auth.
+
+Every route needs ``Authorization: Bearer <LARKGATE_CONSOLE_TOKEN>`` (compared in constant
+time; 401 without it), except ``GET /console``, the page itself, which holds no data: it
+shows a sign-in form and sends the token it is given on each API call. With an empty
+token the console is off: none of its routes exists (404), the page included.
+
+The events stream takes the token only from the header, never from the URL (query strings
+end up in access logs): the page reads the stream with ``fetch()``, not ``EventSource``.
+
+    GET  /console                          the page (static HTML + JS)
+    GET  /api/runs?limit=50                recent runs, newest first (+ runs in progress here)
+    GET  /api/runs/{run_id}/events         the run's events, Server-Sent Events (see sse.py)
+    GET  /api/approvals                    pending approvals, newest first
+    POST /api/approvals/{id}/approve|deny  decide one, as an admin (bot.governance.console)
+    GET  /api/readonly                     the org's read-only mode
+    POST /api/readonly {"on": true|false}  switch it, as an admin
+    GET  /api/audit?limit=50&action=...    the audit log, newest first
+    GET  /api/usage                        tokens and messages per user and group, today
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from bot.governance.service import Governance
+from bot.runtime.run_events import RunChannel, RunEventHub
+from bot.store.approvals import ApprovalRecord
+from bot.store.runs import RunRecord, RunStore
+
+from . import sse
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+MAX_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Console:
+    """What the console reads and acts on, set by the composition root once it is built."""
+
+    hub: RunEventHub
+    runs: RunStore
+    governance: Governance
+    heartbeat_seconds: float = sse.HEARTBEAT_SECONDS
+
+
+CONSOLE = web.AppKey("console", Console)
+
+
+def add_console(app: web.Application, token: str) -> None:
+    """Add the console's routes, guarded by ``token``; with no token, add none."""
+    if not token:
+        return
+    expected = token.encode()
+
+    def guarded(handler: Handler) -> Handler:
+        async def guard(request: web.Request) -> web.StreamResponse:
+            header = request.headers.get("Authorization", "")
+            scheme, _, given = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), expected
+            ):
+                raise web.HTTPUnauthorized(
+                    text=json.dumps({"error": "a console token is required"}),
+                    content_type="application/json",
+                    headers={"WWW-Authenticate": 'Bearer realm="larkgate console"'},
+                )
+            if CONSOLE not in request.app:
+                raise web.HTTPServiceUnavailable(text="starting")
+            return await handler(request)
+
+        return guard
+
+    app.router.add_get("/console", _page)
+    app.router.add_get("/api/runs", guarded(_runs))
+    app.router.add_get("/api/runs/{run_id}/events", guarded(_events))
+    app.router.add_get("/api/approvals", guarded(_approvals))
+    app.router.add_post("/api/approvals/{approval_id}/{decision}", guarded(_decide))
+    app.router.add_get("/api/readonly", guarded(_read_only))
+    app.router.add_post("/api/readonly", guarded(_set_read_only))
+    app.router.add_get("/api/audit", guarded(_audit))
+    app.router.add_get("/api/usage", guarded(_usage))
+
+
+async def _page(request: web.Request) -> web.Response:
+    html = resources.files(__package__).joinpath("console.html").read_text(encoding="utf-8")
+    return web.Response(
+        text=html,
+        content_type="text/html",
+        headers={
+            "Cache-Control": "no-store",
+            "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer",
+            "Content-Security-Policy": (
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                "connect-src 'self'; form-action 'none'; frame-ancestors 'none'"
+            ),
+        },
+    )
+
+
+def _limit(request: web.Request, default: int = 50) -> int:
+    try:
+        value = int(request.query.get("limit", default))
+    except ValueError:
+        raise web.HTTPBadRequest(text="limit must be a number") from None
+    return max(1, min(value, MAX_LIMIT))
+
+
+async def _runs(request: web.Request) -> web.Response:
+    console = request.app[CONSOLE]
+    limit = _limit(request)
+    live = console.hub.live()
+    rows = [_run_json(r, live=False) for r in await console.runs.recent(limit)]
+    live_ids = {c.run_id for c in live}
+    runs = [_live_json(c) for c in live] + [r for r in rows if r["id"] not in live_ids]
+    runs.sort(key=lambda r: (r["started_at"], r["id"]), reverse=True)
+    return web.json_response({"runs": runs[:limit]})
+
+
+def _run_json(record: RunRecord, *, live: bool) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "conversation_id": record.conversation_id,
+        "message_id": record.message_id,
+        "status": record.status,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "model": record.model,
+        "tokens": {
+            "prompt": record.prompt_tokens,
+            "completion": record.completion_tokens,
+            "total": record.total_tokens,
+        },
+        "iterations": record.iterations,
+        "tool_calls": record.tool_calls,
+        "error": record.error,
+        "live": live,
+    }
+
+
+def _live_json(channel: RunChannel) -> dict[str, Any]:
+    return {
+        "id": channel.run_id,
+        "conversation_id": channel.conversation_id,
+        "message_id": channel.message_id,
+        "status": channel.status,
+        "started_at": channel.started_at,
+        "finished_at": channel.finished_at,
+        "model": channel.model,
+        "tokens": None,  # counted when the run ends
+        "iterations": None,
+        "tool_calls": None,
+        "error": None,
+        "live": True,
+    }
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    console = request.app[CONSOLE]
+    run_id = request.match_info["run_id"]
+    after = sse.last_event_id(request)
+    channel = console.hub.get(run_id)
+    if channel is not None:
+        return await sse.stream(request, channel, after, heartbeat=console.heartbeat_seconds)
+    record = await console.runs.get(run_id)
+    if record is None:
+        raise web.HTTPNotFound(
+            text=json.dumps({"error": "no such run"}), content_type="application/json"
+        )
+    return await sse.single_done(request, sse.done_from_record(record), after)
+
+
+def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "run_id": record.run_id,
+        "state": record.state,
+        "tool": record.tool,
+        "connector": record.connector,
+        "arguments": record.arguments,
+        "reason": record.reason,
+        "requester": record.requester,
+        "approvers": list(record.approvers),
+        "chat_id": record.chat_id,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "decided_at": record.decided_at,
+        "decided_by": record.decided_by,
+        "note": record.note,
+    }
+
+
+async def _approvals(request: web.Request) -> web.Response:
+    governance = request.app[CONSOLE].governance
+    pending = await governance.approvals.pending(limit=_limit(request))
+    return web.json_response({"approvals": [_approval_json(r) for r in pending]})
+
+
+async def _decide(request: web.Request) -> web.Response:
+    governance = request.app[CONSOLE].governance
+    decision = request.match_info["decision"]
+    if decision not in ("approve", "deny"):
+        raise web.HTTPNotFound()
+    result = await governance.console.decide(request.match_info["approval_id"], decision)
+    record = _approval_json(result.record) if result.record is not None else None
+    status = {"decided": 200, "unknown": 404, "closed": 409, "forbidden": 403}[result.outcome]
+    body: dict[str, Any] = {"outcome": result.outcome, "approval": record}
+    if result.outcome == "forbidden":
+        body["error"] = "no admin (LARKGATE_ADMINS) may decide this approval"
+    return web.json_response(body, status=status)
+
+
+async def _read_only(request: web.Request) -> web.Response:
+    mode = await request.app[CONSOLE].governance.org.read_only()
+    return web.json_response(
+        {"on": mode.on, "changed_by": mode.changed_by, "changed_at": mode.changed_at}
+    )
+
+
+async def _set_read_only(request: web.Request) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("on"), bool):
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": 'send {"on": true} or {"on": false}'}),
+            content_type="application/json",
+        )
+    toggle = await request.app[CONSOLE].governance.console.set_read_only(body["on"])
+    if not toggle.allowed or toggle.mode is None:
+        return web.json_response({"error": toggle.refusal}, status=403)
+    mode = toggle.mode
+    return web.json_response(
+        {
+            "on": mode.on,
+            "changed": toggle.changed,
+            "changed_by": mode.changed_by,
+            "changed_at": mode.changed_at,
+        }
+    )
+
+
+async def _audit(request: web.Request) -> web.Response:
+    audit = request.app[CONSOLE].governance.audit
+    entries = await audit.recent(limit=_limit(request), action=request.query.get("action") or None)
+    return web.json_response(
+        {
+            "entries": [
+                {
+                    "id": e.id,
+                    "at": e.at,
+                    "action": e.action,
+                    "actor": e.actor,
+                    "target": e.target,
+                    "chat_id": e.chat_id,
+                    "detail": e.detail,
+                }
+                for e in entries
+            ]
+        }
+    )
+
+
+async def _usage(request: web.Request) -> web.Response:
+    governance = request.app[CONSOLE].governance
+    day, rows = await governance.budgets.today_usage()
+    subjects = []
+    for subject, tokens, messages in rows:
+        kind, _, ident = subject.partition(":")
+        subjects.append(
+            {"subject": subject, "kind": kind, "id": ident, "tokens": tokens, "messages": messages}
+        )
+    budgets = governance.config.budgets
+    return web.json_response(
+        {
+            "day": day,
+            "timezone": governance.config.timezone,
+            # Usage is counted only while a budget or rate limit is set (LARKGATE_*_TOKENS,
+            # LARKGATE_RATE_LIMIT_PER_MINUTE): with none, nothing is written per turn.
+            "counting": governance.budgets.enabled,
+            "limits": {
+                "user_daily_tokens": budgets.user_daily_tokens,
+                "group_daily_tokens": budgets.group_daily_tokens,
+                "messages_per_minute": budgets.messages_per_minute,
+            },
+            "subjects": subjects,
+        }
+    )
