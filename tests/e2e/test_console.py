@@ -310,7 +310,7 @@ async def test_read_only_mode_is_switched_as_the_admin_and_audited(console):
         assert switched["changed_by"] == ADMIN
         assert (await get_json(bot, "/api/readonly"))["on"] is True
         assert (await post_json(bot, "/api/readonly", {"on": True}))["changed"] is False
-        assert await bot.services.governance.org.read_only()
+        assert (await bot.services.governance.org.read_only()).on
         await post_json(bot, "/api/readonly", {"on": "yes"}, status=400)
         await post_json(bot, "/api/readonly", None, status=400)
         await post_json(bot, "/api/readonly", {"on": False})

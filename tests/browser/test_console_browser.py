@@ -1,0 +1,129 @@
+"""The web console in a real browser: sign in, watch a live run's tool call and streaming
+answer, approve the pending approval, switch read-only mode."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.engine import tool_from_function
+
+from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
+from fakes.feishu_server import FakeFeishu
+from fakes.openai_server import FakeOpenAIServer, Reply
+
+TOKEN = "console-browser-token"
+ADMIN = "ou_admin"
+USER = "ou_user"  # the sender of the harness's messages
+ANSWER = "Deployed api to production; the tool said: api deployed."
+
+
+class Deployer:
+    """A write tool (so it waits for an approval) that records each time it really runs."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+    def tool(self):
+        async def deploy(service: str) -> str:
+            """Deploy a service to production."""
+            self.runs.append(service)
+            return f"{service} deployed"
+
+        return tool_from_function(deploy, side_effect="write")
+
+
+def deploying(body: dict[str, Any]) -> Reply:
+    """Calls ``deploy`` once, then streams its answer slowly enough to watch."""
+    if body.get("stream"):
+        return Reply(content=ANSWER, chunk_size=3, chunk_interval=0.05, usage={"prompt_tokens": 9})
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return Reply(tool_calls=[("c1", "deploy", {"service": "api"})], usage={"prompt_tokens": 5})
+    return Reply(content="draft", usage={"prompt_tokens": 6})
+
+
+@pytest.fixture
+async def bot(tmp_path) -> AsyncIterator[tuple[Bot, Deployer]]:
+    deployer = Deployer()
+    async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as feishu, FakeOpenAIServer() as llm_server:
+        llm_server.handler = deploying
+        settings = settings_for(
+            tmp_path, feishu, llm_server, larkgate_console_token=TOKEN, larkgate_admins=ADMIN
+        )
+        async with running_bot(settings, feishu, llm_server, tools=[deployer.tool()]) as running:
+            yield running, deployer
+
+
+async def pending_approvals(bot: Bot) -> list[dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for _ in range(500):
+        async with bot.session.get(bot.url + "/api/approvals", headers=headers) as resp:
+            approvals = (await resp.json())["approvals"]
+        if approvals:
+            return approvals
+        await asyncio.sleep(0.02)
+    raise AssertionError("no approval was asked for")
+
+
+async def test_console_sign_in_watch_approve_and_read_only(bot, browser_page, shoot):
+    bot, deployer = bot
+    page = browser_page
+    await page.goto(bot.url + "/console")
+    await page.locator("#signin-form").wait_for()
+    await shoot(page, "console-signin")
+
+    # A wrong token is refused and the sign-in form stays.
+    await page.fill("#token", "wrong")
+    await page.click("#signin-form button[type=submit]")
+    await page.get_by_text("The token was refused.").wait_for()
+    assert await page.locator("#app").is_hidden()
+
+    # A user asks for a deploy: the write tool waits for an admin's approval.
+    await bot.say("om_1", "deploy api please")
+    (approval,) = await pending_approvals(bot)
+    assert approval["tool"] == "deploy" and deployer.runs == []
+
+    await page.fill("#token", TOKEN)
+    await page.click("#signin-form button[type=submit]")
+    await page.locator("#app").wait_for()
+    live_row = page.locator("tr.run", has_text="● running")
+    await live_row.wait_for()
+    await page.locator("#approvals button.approve").wait_for()
+    assert USER in await page.locator("#approvals").inner_text()
+    await shoot(page, "console-runs")
+
+    # The live run: its tool-call card shows the call waiting, with its arguments.
+    await live_row.click()
+    card = page.locator('details.step[data-call="c1"]')
+    await card.wait_for()
+    assert (await card.locator("summary").inner_text()).startswith("deploy")
+    assert await card.locator(".state").inner_text() == "running…"
+    await card.locator("summary").click()  # open it: the arguments
+    assert '"service": "api"' in await card.locator("pre").first.inner_text()
+    await shoot(page, "console-run-live")
+
+    # Approve from the console: the tool runs, then the answer streams in.
+    await page.click("#approvals button.approve")
+    await page.get_by_text("Nothing waits for a decision.").wait_for()
+    await card.locator(".state.ok").wait_for()
+    await page.locator("#answer:not(:empty)").wait_for()  # (the page's CSP forbids eval)
+    await shoot(page, "console-run-streaming")
+    await page.locator("#done:not(:empty)").wait_for()
+    assert await page.locator("#answer").inner_text() == ANSWER
+    assert (await page.locator("#done").inner_text()).startswith("completed")
+    assert "api deployed" in await card.locator(".result pre").inner_text()
+    assert deployer.runs == ["api"]
+    await page.click("#refresh-runs")
+    await page.locator("tr.run.current", has_text="completed").wait_for()
+    await shoot(page, "console-run-done")
+
+    # Read-only mode, switched as the admin, shows who switched it and is audited.
+    assert not (await bot.services.governance.org.read_only()).on
+    await page.check("#readonly")
+    await page.get_by_text(f"Last switched by {ADMIN}").wait_for()
+    await page.locator("#audit tr", has_text="readonly.on").wait_for()
+    assert (await bot.services.governance.org.read_only()).on
+    await shoot(page, "console-readonly")
