@@ -1,14 +1,25 @@
 """Webhook throughput and ACK latency under redelivery, against the real server.
 
-    python -m bench.webhook [--rate 200] [--duration 30] [--redeliver 0.3] [--check]
+    python -m bench.webhook [--database sqlite|postgres|all] [--processes 1,2]
+                            [--rate 200] [--duration 30] [--redeliver 0.3] [--repeat 1]
+                            [--postgres-url URL] [--postgres-set NAME=VALUE]
+                            [--check] [--keep DIR]
 
-The server (``bench/webhook_server.py``: ``create_app`` on SQLite with a no-op agent)
-runs in its own process. This process plays Feishu: it posts encrypted, signed
+The server (``bench/webhook_server.py``: ``create_app`` with a no-op agent) runs in
+processes of its own. This process plays Feishu: it posts encrypted, signed
 ``im.message.receive_v1`` events over loopback at a fixed rate (open loop: a slow
 answer does not slow the sender), delivers a share of them a second time (half racing
 the first delivery, half a few seconds later, as Feishu's retries do), and runs the
 fake Feishu OpenAPI in a thread to receive the replies. It reports acknowledged events
-per second, ACK latency percentiles, and duplicate and missing replies.
+per second, ACK latency percentiles, duplicate and missing replies, and CPU per message.
+
+Configurations, side by side in one run, each on a fresh database: SQLite with one
+server process (the baseline), and PostgreSQL with one and with two server processes.
+With two, every delivery (a redelivery too) goes to one of them at random, as Feishu's
+would reach any replica behind a load balancer; both share the database and the fake
+Feishu. PostgreSQL runs when a URL is given (``--postgres-url``, or the environment's
+LARKGATE_BENCH_POSTGRES_URL or LARKGATE_TEST_POSTGRES_URL); the role needs CREATEDB:
+each run creates a database of its own and drops it afterwards.
 """
 
 from __future__ import annotations
@@ -17,18 +28,25 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import asyncpg
+from sqlalchemy.engine import URL, make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fakes the tests use
@@ -39,18 +57,35 @@ from fakes.feishu_server import FakeFeishu  # noqa: E402
 VERIFICATION_TOKEN = "vt-bench"
 ENCRYPT_KEY = "ek-bench"
 P99_TARGET_MS = 10.0
+POSTGRES_URL_ENVS = ("LARKGATE_BENCH_POSTGRES_URL", "LARKGATE_TEST_POSTGRES_URL")
 PROFILE = bool(os.environ.get("BENCH_PROFILE_SERVER"))
-# Path to a py-spy binary: sample the server while the load runs (workdir/server.speedscope).
+# Path to a py-spy binary: sample the servers while the load runs (workdir/server-N.txt).
 PY_SPY = os.environ.get("BENCH_PY_SPY")
 
 
-def start_py_spy(pid: int, workdir: Path) -> subprocess.Popen[bytes]:
-    out = workdir / "server.txt"
+def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [PY_SPY or "py-spy", "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "200"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One configuration: a database kind and a number of server processes."""
+
+    database: str  # "sqlite" | "postgres"
+    processes: int
+
+    @property
+    def label(self) -> str:
+        name = "SQLite" if self.database == "sqlite" else "PostgreSQL"
+        return f"{name} ×{self.processes}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.database}-{self.processes}"
 
 
 @dataclass
@@ -65,7 +100,40 @@ class Delivery:
 class Results:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
+    acked_by: Counter[int] = field(default_factory=Counter)  # server index -> HTTP 200s
     errors: int = 0
+
+
+@dataclass
+class Run:
+    """The figures of one run of one configuration."""
+
+    posted: int
+    unique: int
+    acked: int
+    other: dict[int, int]
+    errors: int
+    elapsed: float
+    ms: list[float]
+    server_cpu: float
+    postgres_cpu: float | None
+    load_cpu: float  # this process: the sender and the fake Feishu
+    machine_busy: float  # share of all cores busy during the run, 0..1
+    other_cpu: float  # CPU of everything else on the machine meanwhile (other users' jobs)
+    probe_ms: float  # speed_probe() just before the run
+    duplicates: int
+    missing: int
+    acked_by: list[int]
+    claims_by: dict[str, int]
+    sessions: int | None = None  # PostgreSQL connections opened to the run's database
+    transactions: int | None = None  # ... and transactions run in it
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.ms)
+
+    def percentile(self, q: float) -> float:
+        return percentile(self.ms, q)
 
 
 class FeishuThread:
@@ -86,6 +154,7 @@ class FeishuThread:
         asyncio.run_coroutine_threadsafe(self.fake.stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     def replies(self) -> Counter[str]:
         future = asyncio.run_coroutine_threadsafe(self._replies(), self._loop)
@@ -131,17 +200,25 @@ def plan(
     return deliveries, count
 
 
-async def send_all(url: str, deliveries: list[Delivery]) -> tuple[Results, float]:
+async def send_all(
+    urls: list[str], deliveries: list[Delivery], seed: int = 11
+) -> tuple[Results, float]:
+    """Post every delivery on schedule, each to one of `urls` picked at random."""
     results = Results()
+    pick = random.Random(seed)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def post(delivery: Delivery) -> None:
+        async def post(delivery: Delivery, target: int) -> None:
             started = time.perf_counter()
             try:
-                async with session.post(url, data=delivery.body, headers=delivery.headers) as r:
+                async with session.post(
+                    urls[target], data=delivery.body, headers=delivery.headers
+                ) as r:
                     await r.read()
                     results.statuses[r.status] += 1
+                    if r.status == 200:
+                        results.acked_by[target] += 1
             except aiohttp.ClientError:
                 results.errors += 1
                 return
@@ -153,15 +230,155 @@ async def send_all(url: str, deliveries: list[Delivery]) -> tuple[Results, float
             delay = start + delivery.at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(post(delivery)))
+            target = pick.randrange(len(urls))
+            tasks.append(asyncio.create_task(post(delivery, target)))
         await asyncio.gather(*tasks)
         return results, time.perf_counter() - start
 
 
+# -- CPU accounting (Linux /proc) ------------------------------------------------------
+
+
+def _stat_fields(pid: int | str) -> list[str]:
+    # Fields after the command name: state is [0], utime [11], stime [12], cutime [13], ...
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU time of every PostgreSQL process on this machine, exited backends included.
+
+    The live `postgres` processes' own time, plus the postmasters' reaped children (a
+    backend that closed: its time moves into its parent's cutime and cstime). None when
+    no PostgreSQL process is visible here.
+    """
+    stats: dict[str, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+            stats[entry.name] = _stat_fields(entry.name)
+        except OSError:  # gone meanwhile
+            continue
+    if not stats:
+        return None
+    ticks = 0
+    for fields in stats.values():
+        ticks += int(fields[11]) + int(fields[12])
+        if fields[1] not in stats:  # a postmaster: its parent is not postgres
+            ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return total - idle, total
+
+
+def speed_probe() -> float:
+    """Milliseconds of a fixed pure-Python workload, best of 5: this machine's speed drifts
+    (up to 2× on shared VMs), and every figure here is CPU-bound, so runs are comparable
+    only at similar probes."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        table: dict[int, int] = {}
+        for i in range(200_000):
+            table[i & 1023] = table.get(i & 1023, 0) + i
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def self_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+# -- databases ---------------------------------------------------------------------------
+
+
+async def _admin(url: URL, statements: list[str]) -> list[list[asyncpg.Record]]:
+    connection = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        return [await connection.fetch(statement) for statement in statements]
+    finally:
+        await connection.close()
+
+
+def local_postgres(url: URL) -> bool:
+    return url.host in (None, "", "localhost", "127.0.0.1", "::1") or str(url.host).startswith("/")
+
+
+@asynccontextmanager
+async def fresh_database(
+    setup: Setup, workdir: Path, postgres_url: URL | None, keep: bool, settings: list[str]
+) -> AsyncIterator[str]:
+    """The URL of an empty database for one run: a new SQLite file, or a new PostgreSQL
+    database (dropped afterwards unless `keep`). The servers migrate it at start-up."""
+    if setup.database == "sqlite":
+        yield f"sqlite+aiosqlite:///{workdir}/bench.db"
+        return
+    assert postgres_url is not None
+    name = f"larkgate_bench_{uuid.uuid4().hex[:10]}"
+    # ALTER DATABASE ... SET: the servers' sessions start with these settings.
+    alter = [f'ALTER DATABASE "{name}" SET {key} = {value}' for key, value in map(split, settings)]
+    await _admin(postgres_url, [f'CREATE DATABASE "{name}"', *alter])
+    try:
+        yield postgres_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        if keep:
+            print(f"  kept PostgreSQL database {name}", file=sys.stderr)
+        else:
+            await _admin(postgres_url, [f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'])
+
+
+def split(setting: str) -> tuple[str, str]:
+    key, value = setting.split("=", 1)
+    return key.strip(), value.strip()
+
+
+async def postgres_activity(database_url: str) -> tuple[int, int] | None:
+    """Connections opened to the database and transactions run in it, from PostgreSQL's
+    cumulative statistics (flushed within a second or so; the run's tail allows it)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return None
+    query = (
+        "SELECT sessions, xact_commit + xact_rollback FROM pg_stat_database "
+        f"WHERE datname = '{url.database}'"
+    )
+    (rows,) = await _admin(url, [query])
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+async def claims_by_owner(database_url: str) -> dict[str, int]:
+    """Which process won each message's claim."""
+    query = "SELECT owner, count(*) FROM message_claims GROUP BY owner ORDER BY owner"
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        with sqlite3.connect(url.database or "") as connection:
+            return dict(connection.execute(query).fetchall())
+    (rows,) = await _admin(url, [query])
+    return {row[0]: row[1] for row in rows}
+
+
+# -- the servers -------------------------------------------------------------------------
 
 
 def free_port() -> int:
@@ -170,7 +387,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(fake: FakeFeishu, port: int, workdir: Path) -> subprocess.Popen[bytes]:
+def start_server(
+    fake: FakeFeishu, port: int, workdir: Path, database_url: str, owner: str
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "FEISHU_APP_ID": fake.app_id,
@@ -180,26 +399,21 @@ def start_server(fake: FakeFeishu, port: int, workdir: Path) -> subprocess.Popen
         "FEISHU_DOMAIN": fake.domain,
         "LLM_BASE_URL": "http://127.0.0.1:9/v1",  # never called: the agent is a no-op
         "LLM_MODEL": "instant",
-        "DATABASE_URL": f"sqlite+aiosqlite:///{workdir}/bench.db",
         "LARKGATE_MAX_CONCURRENT_RUNS": os.environ.get("BENCH_RUNS", "16"),
     }
     if PROFILE:
-        env["BENCH_CPROFILE"] = str(workdir / "server.prof")
-    log = (workdir / "server.log").open("wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench.webhook_server", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+        env["BENCH_CPROFILE"] = str(workdir / f"{owner}.prof")
+    log = (workdir / f"{owner}.log").open("wb")
+    command = [sys.executable, "-m", "bench.webhook_server", "--port", str(port)]
+    command += ["--database-url", database_url, "--owner", owner]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-async def wait_healthy(base: str, server: subprocess.Popen[bytes]) -> None:
+async def wait_healthy(base: str, server: subprocess.Popen[bytes], log: Path) -> None:
     async with aiohttp.ClientSession() as session:
         for _ in range(600):
             if server.poll() is not None:
-                raise SystemExit("the server exited; see its log")
+                raise SystemExit(f"a server exited; see {log}:\n{tail(log)}")
             try:
                 async with session.get(base + "/healthz") as resp:
                     body = await resp.json()
@@ -208,7 +422,14 @@ async def wait_healthy(base: str, server: subprocess.Popen[bytes]) -> None:
             except aiohttp.ClientError:
                 pass
             await asyncio.sleep(0.1)
-    raise SystemExit("the server did not become healthy")
+    raise SystemExit(f"a server did not become healthy; see {log}")
+
+
+def tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 async def wait_replies(feishu: FeishuThread, expected: int, within: float) -> Counter[str]:
@@ -226,78 +447,305 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run(args: argparse.Namespace) -> int:
-    deliveries, unique = plan(args.rate, args.duration, args.redeliver)
+async def run_once(
+    args: argparse.Namespace, setup: Setup, postgres_url: URL | None, workdir: Path
+) -> Run:
     feishu = FeishuThread()
     fake = feishu.start()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(args.keep) if args.keep else Path(tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        server = start_server(fake, port, workdir)
-        try:
-            await wait_healthy(base, server)
-            cpu_before = process_cpu_seconds(server.pid)
-            spy = start_py_spy(server.pid, workdir) if PY_SPY else None
-            results, elapsed = await send_all(base + "/feishu/events", deliveries)
-            replies = await wait_replies(feishu, unique, within=60)
-            server_cpu = process_cpu_seconds(server.pid) - cpu_before
-            if spy is not None:
-                spy.send_signal(2)
-                spy.wait(30)
-        finally:
-            server.terminate()
-            server.wait(30)
-            feishu.stop()
-    return report(args, results, elapsed, unique, len(deliveries), replies, server_cpu)
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        fresh = fresh_database(setup, workdir, postgres_url, bool(args.keep), args.postgres_set)
+        async with fresh as url:
+            try:
+                return await load(args, setup, fake, feishu, url, workdir, servers)
+            finally:  # before the database is dropped
+                for server in servers:
+                    server.kill()
+                    server.wait(30)
+    finally:
+        feishu.stop()
 
 
-def report(
+async def load(
     args: argparse.Namespace,
-    results: Results,
-    elapsed: float,
-    unique: int,
-    posted: int,
-    replies: Counter[str],
-    server_cpu: float,
-) -> int:
-    ms = [latency * 1000 for latency in results.latencies]
-    acked = results.statuses.get(200, 0)
-    duplicates = sum(1 for n in replies.values() if n > 1)
-    missing = unique - len(replies)
-    p50, p99 = statistics.median(ms), percentile(ms, 0.99)
-    print(f"webhook benchmark: {args.rate:g} events/s for {args.duration:g} s, "
-          f"{args.redeliver:.0%} redelivered; server on SQLite with a no-op agent")  # fmt: skip
-    print(f"  posted            {posted} ({unique} unique messages)")
-    print(f"  acknowledged      {acked} (HTTP 200) in {elapsed:.1f} s = {acked / elapsed:.1f}/s "
-          f"(late redeliveries run past the {args.duration:g} s of first deliveries)")  # fmt: skip
-    print(f"  other answers     {dict(results.statuses - Counter({200: acked}))}, "
-          f"connection errors {results.errors}")  # fmt: skip
-    print(f"  ACK latency ms    p50 {p50:.2f}  p90 {percentile(ms, 0.9):.2f}  "
-          f"p99 {p99:.2f}  max {max(ms):.2f}")  # fmt: skip
-    per_message = server_cpu / unique * 1000
-    print(f"  server CPU        {server_cpu:.1f} s = {per_message:.2f} ms per message")
-    print(f"  replies           {sum(replies.values())} for {len(replies)} messages: "
-          f"{duplicates} duplicated, {missing} missing")  # fmt: skip
-    checks = [
-        (f"p99 ACK ≤ {P99_TARGET_MS:g} ms", p99 <= P99_TARGET_MS),
-        ("every delivery acknowledged", acked == posted),
-        ("0 duplicate replies", duplicates == 0),
-        ("0 missing replies", missing == 0),
+    setup: Setup,
+    fake: FakeFeishu,
+    feishu: FeishuThread,
+    url: str,
+    workdir: Path,
+    servers: list[subprocess.Popen[bytes]],
+) -> Run:
+    """Start the servers, send the load, measure, and stop the servers (into `servers`, so
+    that the caller can kill them on a failure)."""
+    bases = []
+    # One after the other: the first migrates the new database, the others find
+    # it at head (two migrations racing on an empty database would collide).
+    for n in range(1, setup.processes + 1):
+        port, owner = free_port(), f"server-{n}"
+        base = f"http://127.0.0.1:{port}"
+        servers.append(start_server(fake, port, workdir, url, owner))
+        await wait_healthy(base, servers[-1], workdir / f"{owner}.log")
+        bases.append(base)
+    probe_ms = speed_probe()
+    # Planned now, so that the events' timestamps are fresh whatever ran before.
+    deliveries, unique = plan(args.rate, args.duration, args.redeliver)
+    cpu_before = [process_cpu_seconds(s.pid) for s in servers]
+    pg_before = postgres_cpu_seconds() if setup.database == "postgres" else None
+    self_before = self_cpu_seconds()
+    busy_before, total_before = machine_ticks()
+    spies = [
+        start_py_spy(s.pid, workdir / f"server-{n}.txt") for n, s in enumerate(servers, 1) if PY_SPY
     ]
-    for name, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}")
-    return 0 if all(ok for _, ok in checks) or not args.check else 1
+    results, elapsed = await send_all([b + "/feishu/events" for b in bases], deliveries)
+    replies = await wait_replies(feishu, unique, within=60)
+    server_cpu = sum(
+        process_cpu_seconds(s.pid) - before for s, before in zip(servers, cpu_before, strict=True)
+    )
+    pg_after = postgres_cpu_seconds() if pg_before is not None else None
+    load_cpu = self_cpu_seconds() - self_before
+    busy_after, total_after = machine_ticks()
+    postgres_cpu = None if pg_after is None or pg_before is None else pg_after - pg_before
+    busy_cpu = (busy_after - busy_before) / os.sysconf("SC_CLK_TCK")  # all cores
+    for spy in spies:
+        spy.send_signal(2)
+        spy.wait(30)
+    claims = await claims_by_owner(url)
+    activity = await postgres_activity(url)
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        server.wait(30)
+    servers.clear()
+    acked = results.statuses.get(200, 0)
+    return Run(
+        posted=len(deliveries),
+        unique=unique,
+        acked=acked,
+        other=dict(results.statuses - Counter({200: acked})),
+        errors=results.errors,
+        elapsed=elapsed,
+        ms=[latency * 1000 for latency in results.latencies],
+        server_cpu=server_cpu,
+        postgres_cpu=postgres_cpu,
+        load_cpu=load_cpu,
+        machine_busy=(busy_after - busy_before) / max(1, total_after - total_before),
+        other_cpu=max(0.0, busy_cpu - server_cpu - load_cpu - (postgres_cpu or 0.0)),
+        probe_ms=probe_ms,
+        duplicates=sum(1 for n in replies.values() if n > 1),
+        missing=unique - len(replies),
+        acked_by=[results.acked_by[i] for i in range(setup.processes)],
+        claims_by=claims,
+        sessions=activity[0] if activity else None,
+        transactions=activity[1] if activity else None,
+    )
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """A configuration's runs: medians of the figures, sums of the misses."""
+
+    setup: Setup
+    runs: list[Run]
+
+    def median(self, figure: str) -> float:
+        return statistics.median(getattr(run, figure) for run in self.runs)
+
+    def median_of(self, fn: object) -> float:
+        return statistics.median(fn(run) for run in self.runs)  # type: ignore[operator]
+
+    def total(self, figure: str) -> int:
+        return sum(getattr(run, figure) for run in self.runs)
+
+    @property
+    def p99(self) -> float:
+        return self.median_of(lambda r: r.percentile(0.99))
+
+    def checks(self) -> list[tuple[str, bool]]:
+        return [
+            (f"p99 ACK ≤ {P99_TARGET_MS:g} ms", self.p99 <= P99_TARGET_MS),
+            ("every delivery acknowledged", all(r.acked == r.posted for r in self.runs)),
+            ("0 duplicate replies", self.total("duplicates") == 0),
+            ("0 missing replies", self.total("missing") == 0),
+        ]
+
+
+def describe_run(setup: Setup, run: Run, index: int, repeat: int) -> str:
+    """One line per run on stderr, while the benchmark goes on."""
+    spread = ""
+    if setup.processes > 1:
+        claims = "/".join(str(n) for _, n in sorted(run.claims_by.items()))
+        spread = f", ACKs by process {'/'.join(map(str, run.acked_by))}, claims won {claims}"
+    pg = f", PostgreSQL {run.postgres_cpu:.1f} s CPU" if run.postgres_cpu is not None else ""
+    return (
+        f"  {setup.label} run {index}/{repeat}: {run.acked}/{run.posted} acked, "
+        f"p50 {run.p50:.2f} p99 {run.percentile(0.99):.2f} max {max(run.ms):.1f} ms, "
+        f"server {run.server_cpu:.1f} s CPU{pg}, machine {run.machine_busy:.0%} busy "
+        f"(other jobs {run.other_cpu:.1f} s), speed probe {run.probe_ms:.1f} ms, "
+        f"{run.duplicates} duplicated, {run.missing} missing{spread}"
+    )
+
+
+def report(args: argparse.Namespace, summaries: list[Summary], notes: list[str]) -> int:
+    repeat = f", median of {args.repeat} runs" if args.repeat > 1 else ""
+    print(f"webhook benchmark: {args.rate:g} events/s for {args.duration:g} s, "
+          f"{args.redeliver:.0%} redelivered, no-op agent{repeat}")  # fmt: skip
+    if args.postgres_set:
+        print(f"  PostgreSQL settings: {', '.join(args.postgres_set)}")
+    options = os.environ.get("BENCH_DB_OPTIONS")
+    if options:
+        print(f"  the servers' database options (BENCH_DB_OPTIONS): {options}")
+    for note in notes:
+        print(f"  note: {note}")
+    first = summaries[0].runs[0]
+    print(f"  {first.posted} deliveries of {first.unique} messages per run; ACK/s counts "
+          f"until the last late redelivery (up to 5 s past the {args.duration:g} s)")  # fmt: skip
+    print()
+
+    def per_message(seconds: float | None, run: Run) -> float | None:
+        return None if seconds is None else seconds / run.unique * 1000
+
+    def ms_per_message(s: Summary, figure: str) -> str:
+        values = [per_message(getattr(r, figure), r) for r in s.runs]
+        present = [v for v in values if v is not None]
+        return f"{statistics.median(present):.2f}" if present else "-"
+
+    def optional(s: Summary, figure: str, form: str, per: bool = False) -> str:
+        pairs = [(getattr(r, figure), r.unique if per else 1) for r in s.runs]
+        present = [value / n for value, n in pairs if value is not None]
+        return form.format(statistics.median(present)) if present else "-"
+
+    def misses(s: Summary) -> str:
+        other = Counter[int]()
+        for r in s.runs:
+            other.update(r.other)
+        parts = [f"{n}×{status}" for status, n in sorted(other.items())]
+        parts += [f"{s.total('errors')} conn. errors"] if s.total("errors") else []
+        return ", ".join(parts) or "0"
+
+    rows: list[tuple[str, list[str]]] = [
+        (
+            "acknowledged /s",
+            [f"{s.median_of(lambda r: r.acked / r.elapsed):.1f}" for s in summaries],
+        ),
+        ("not acknowledged", [misses(s) for s in summaries]),
+        ("ACK p50 ms", [f"{s.median('p50'):.2f}" for s in summaries]),
+        ("ACK p90 ms", [f"{s.median_of(lambda r: r.percentile(0.9)):.2f}" for s in summaries]),
+        ("ACK p99 ms", [f"{s.p99:.2f}" for s in summaries]),
+        ("ACK max ms", [f"{s.median_of(lambda r: max(r.ms)):.1f}" for s in summaries]),
+        ("server CPU ms/message", [ms_per_message(s, "server_cpu") for s in summaries]),
+        ("PostgreSQL CPU ms/message", [ms_per_message(s, "postgres_cpu") for s in summaries]),
+        ("load generator CPU ms/message", [ms_per_message(s, "load_cpu") for s in summaries]),
+        ("PostgreSQL connections opened", [optional(s, "sessions", "{:.0f}") for s in summaries]),
+        (
+            "PostgreSQL transactions/message",
+            [optional(s, "transactions", "{:.1f}", True) for s in summaries],
+        ),
+        ("machine busy", [f"{s.median('machine_busy'):.0%}" for s in summaries]),
+        ("other jobs' CPU ms/message", [ms_per_message(s, "other_cpu") for s in summaries]),
+        ("speed probe ms (lower: faster)", [f"{s.median('probe_ms'):.1f}" for s in summaries]),
+        ("duplicate replies", [str(s.total("duplicates")) for s in summaries]),
+        ("missing replies", [str(s.total("missing")) for s in summaries]),
+    ]
+    rows = [row for row in rows if any(value != "-" for value in row[1])]  # no PostgreSQL
+    checks = [s.checks() for s in summaries]
+    for i, (name, _) in enumerate(checks[0]):
+        rows.append((name, ["PASS" if c[i][1] else "FAIL" for c in checks]))
+    verdicts = ["PASS" if all(ok for _, ok in c) else "FAIL" for c in checks]
+    rows.append(("all targets", verdicts))
+    width = max(len(name) for name, _ in rows)
+    columns = [s.setup.label for s in summaries]
+    col = max(14, *(len(c) for c in columns), *(len(v) for _, vs in rows for v in vs))
+    print(f"  {'':<{width}}  " + "  ".join(f"{c:>{col}}" for c in columns))
+    for name, values in rows:
+        print(f"  {name:<{width}}  " + "  ".join(f"{v:>{col}}" for v in values))
+    print()
+    print("  CPU per message: the server processes' own time; PostgreSQL's is apart (all its")
+    print("  processes on this machine); the load generator is this process (sender and fake")
+    print("  Feishu). Medians over runs; replies and misses are summed over runs.")
+    ok = all(v == "PASS" for v in verdicts)
+    return 0 if ok or not args.check else 1
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def setups(args: argparse.Namespace, postgres_url: URL | None, notes: list[str]) -> list[Setup]:
+    databases = ["sqlite", "postgres"] if args.database == "all" else [args.database]
+    if postgres_url is None and "postgres" in databases:
+        if args.database == "postgres":
+            raise SystemExit(
+                "--database postgres needs --postgres-url or " + " / ".join(POSTGRES_URL_ENVS)
+            )
+        databases.remove("postgres")
+        notes.append(
+            "PostgreSQL skipped: no URL (--postgres-url, " + " or ".join(POSTGRES_URL_ENVS) + ")"
+        )
+    if postgres_url is not None and "postgres" in databases and not local_postgres(postgres_url):
+        notes.append("PostgreSQL is not on this machine: its CPU is not measured")
+    chosen: list[Setup] = []
+    for database in databases:
+        default = "1" if database == "sqlite" else "1,2"
+        for text in (args.processes or default).split(","):
+            chosen.append(Setup(database, int(text)))
+    return chosen
+
+
+async def run(args: argparse.Namespace) -> int:
+    raw = args.postgres_url or next(
+        (os.environ[e] for e in POSTGRES_URL_ENVS if os.environ.get(e)), None
+    )
+    postgres_url = make_url(raw) if raw else None
+    notes: list[str] = []
+    chosen = setups(args, postgres_url, notes)
+    runs: dict[Setup, list[Run]] = {setup: [] for setup in chosen}
+    with tempfile.TemporaryDirectory() as tmp:
+        # Configurations take turns run by run: a slow spell of the machine is spread
+        # over all of them instead of landing on one.
+        for index in range(1, args.repeat + 1):
+            for setup in chosen:
+                root = Path(args.keep) if args.keep else Path(tmp)
+                workdir = root / f"{setup.slug}-{index}"
+                workdir.mkdir(parents=True, exist_ok=True)
+                print(f"  {setup.label} run {index}/{args.repeat} ...", file=sys.stderr)
+                result = await run_once(args, setup, postgres_url, workdir)
+                runs[setup].append(result)
+                print(describe_run(setup, result, index, args.repeat), file=sys.stderr)
+    return report(args, [Summary(setup, runs[setup]) for setup in chosen], notes)
+
+
+def processes_list(text: str) -> str:
+    if not re.fullmatch(r"[1-9]\d*(,[1-9]\d*)*", text):
+        raise argparse.ArgumentTypeError("a comma-separated list of process counts, e.g. 1,2")
+    return text
+
+
+def setting(text: str) -> str:
+    if not re.fullmatch(r"\s*[a-z_.]+\s*=\s*[\w.-]+\s*", text):
+        raise argparse.ArgumentTypeError("NAME=VALUE, e.g. synchronous_commit=off")
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", choices=["sqlite", "postgres", "all"], default="all",
+                        help="all: SQLite, and PostgreSQL when a URL is available")  # fmt: skip
+    parser.add_argument("--processes", type=processes_list,
+                        help="server processes per configuration, e.g. 1,2 "
+                        "(default: 1 on SQLite, 1,2 on PostgreSQL)")  # fmt: skip
+    parser.add_argument("--postgres-url", help="a database on the server to use: each "
+                        "run creates a database of its own next to it and drops it")  # fmt: skip
+    parser.add_argument("--postgres-set", action="append", default=[], type=setting,
+                        metavar="NAME=VALUE", help="a PostgreSQL setting for the runs' "
+                        "databases, e.g. synchronous_commit=off (repeatable)")  # fmt: skip
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--redeliver", type=float, default=0.3)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per configuration")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--keep", help="keep the server's database and log in this folder")
+    parser.add_argument("--keep", help="keep the servers' databases and logs in this folder")
     raise SystemExit(asyncio.run(run(parser.parse_args())))
 
 

@@ -3,12 +3,22 @@
 Settings come from the environment exactly as for ``larkgate serve``; only the LLM is
 replaced by one that answers at once, so what is measured is the webhook, the ledger,
 the conversation machinery and the replies, not a model.
+
+    python -m bench.webhook_server --port 8080 [--database-url URL] [--owner NAME]
+
+``--database-url`` overrides ``DATABASE_URL``; ``--owner`` names this process in the
+message ledger (default: host:pid:random, as ``larkgate serve`` does). Several of these
+processes may share one PostgreSQL database, as replicas behind a load balancer do.
+
+``BENCH_DB_OPTIONS`` (JSON, for experiments) adds engine options to the app's
+``Database``, e.g. ``{"pool_size": 20, "pool_pre_ping": false}`` on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -16,9 +26,11 @@ from typing import Any
 
 from aiohttp import web
 
+import bot.app
 from bot.app import create_app
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
+from bot.store import Database
 from connectors.config import ConnectorsConfig
 
 ANSWER = "ok"
@@ -36,6 +48,16 @@ class InstantLLM:
     async def stream_chat(self, messages: Sequence[Any], **kwargs: Any) -> AsyncIterator[Any]:
         yield StreamDelta(content=ANSWER)
         yield StreamDelta(usage=Usage(1, 1, 2), finish_reason="stop")
+
+
+def _tune_database(options: dict[str, Any]) -> None:
+    """Make the app open its database with `options` (the migrations keep theirs)."""
+
+    class TunedDatabase(Database):
+        def __init__(self, *args: Any, **given: Any) -> None:
+            super().__init__(*args, **{**options, **given})
+
+    bot.app.Database = TunedDatabase  # type: ignore[misc]
 
 
 def _profile_serving(app: web.Application, path: str) -> None:
@@ -56,11 +78,21 @@ def _profile_serving(app: web.Application, path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--database-url", help="instead of DATABASE_URL")
+    parser.add_argument("--owner", help="this process's name in the message ledger")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    settings = load_settings()
+    options = os.environ.get("BENCH_DB_OPTIONS")
+    if options:
+        _tune_database(json.loads(options))
+    settings = load_settings(**({"database_url": args.database_url} if args.database_url else {}))
     # The no-op agent: an instant model and no connectors (no tools, no tool selection).
-    app = create_app(settings, llm=InstantLLM(), connectors=ConnectorsConfig(explicit=True))
+    app = create_app(
+        settings,
+        llm=InstantLLM(),
+        connectors=ConnectorsConfig(explicit=True),
+        owner=args.owner,
+    )
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)
