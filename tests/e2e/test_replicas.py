@@ -167,6 +167,10 @@ def replicas(database, notes_db, tmp_path) -> Iterator[Any]:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+    # On a failure, pytest shows this output: what each replica was doing at the end.
+    for index in range(len(started)):
+        lines = (tmp_path / f"replica{index}.log").read_text(errors="replace").splitlines()
+        print(f"--- replica{index}.log (last 40 lines)", *lines[-40:], sep="\n")
 
 
 async def _ready(session: aiohttp.ClientSession, url: str, within: float = 30.0) -> None:
@@ -189,7 +193,7 @@ async def _post(session: aiohttp.ClientSession, url: str, path: str, envelope: d
         return await response.json()
 
 
-async def _wait_for(condition, within: float = 20.0) -> None:
+async def _wait_for(condition, within: float = 40.0) -> None:
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
@@ -285,6 +289,9 @@ async def test_two_processes_share_the_work(replicas, notes_db):
             replies = _replies(feishu, f"om_{index}_{turn}")
             assert len(replies) == 1, (chat, turn, replies)
             assert f"Answer to: {chat} turn {turn}" in _answer(feishu, replies[0])
-        assert model.seen[chat] == list(range(TURNS)), (chat, model.seen)
+        # Each turn saw every earlier turn. (A turn may run twice if a loaded machine stalls
+        # a replica past its lease and the other takes over; the re-run sees the same.)
+        seen = model.seen[chat]
+        assert sorted(set(seen)) == list(range(TURNS)) and seen == sorted(seen), (chat, seen)
     with sqlite3.connect(notes_db) as db:
         assert db.execute("SELECT count(*) FROM notes").fetchone() == (1,)
