@@ -126,7 +126,8 @@ class ConnectorHub:
                 continue
             except Exception as exc:  # one connector failing must not stop the others
                 logger.exception("connector %s failed to start", name)
-                failures[name] = f"failed to start: {type(exc).__name__}: {exc}"[:300]
+                # Long enough for a refusal that says how to fix it (e.g. the SQL role's setup).
+                failures[name] = f"failed to start: {type(exc).__name__}: {exc}"[:2_000]
                 continue
             connectors.append(connector)
         for name, reason in failures.items():

@@ -7,19 +7,29 @@ thread pool of blocking connections: ``sqlite:///`` becomes ``sqlite+aiosqlite:/
 ``mysql+aiomysql://`` (that driver must be installed to use MySQL). Async URLs are
 kept as given.
 
-Read-only is enforced by the database, never by looking at the SQL text:
+Read-only is enforced in layers; each holds on its own:
 
-- SQLite: file databases are read through a second engine that opens the file with
-  ``mode=ro``; every read connection also runs ``PRAGMA query_only = ON`` and an
-  authorizer that lets through only reads (SELECT, reading columns, functions, a
-  short list of read-only PRAGMAs): ATTACH, DETACH, writes, DDL, transaction control
-  and setting PRAGMAs are denied by SQLite itself. In-memory databases (one shared
-  connection) get the pragma and authorizer for the duration of the query only.
-- PostgreSQL: each query runs in its own transaction opened with
-  ``SET TRANSACTION READ ONLY`` (which a later statement cannot undo) and is rolled
-  back; asyncpg prepares every statement, so a second statement cannot ride along.
-- MySQL/MariaDB: ``START TRANSACTION READ ONLY``, rolled back.
-- Other backends: ``sql_query`` refuses to run (fail closed) and says why.
+- The role (``connectors/sql_roles.py``): on PostgreSQL and MySQL the connector refuses,
+  at start, on first use and in ``larkgate check``, a role that could reach past the data
+  (superuser, server files and programs, signalling other sessions, …), and says how to
+  create one that can only read.
+- The statement (``connectors/sql_policy.py``): ``sql_query`` runs only one SELECT,
+  WITH … SELECT, EXPLAIN or SHOW, parsed with sqlglot in the connection's dialect, with
+  no data-modifying part, no row locks and only functions known to be read-only; what
+  runs is rebuilt from the checked tokens.
+- The database, whatever the text:
+  - SQLite: file databases are read through a second engine that opens the file with
+    ``mode=ro``; every read connection also runs ``PRAGMA query_only = ON`` and an
+    authorizer that lets through only reads (SELECT, reading columns, functions, a
+    short list of read-only PRAGMAs): ATTACH, DETACH, writes, DDL, transaction control
+    and setting PRAGMAs are denied by SQLite itself. In-memory databases (one shared
+    connection) get the pragma and authorizer for the duration of the query only.
+  - PostgreSQL: each query runs in its own transaction opened with
+    ``SET TRANSACTION READ ONLY`` (which a later statement cannot undo) and is rolled
+    back; asyncpg prepares every statement, so a second statement cannot ride along.
+    ``standard_conforming_strings`` is on in it, as the statement policy assumes.
+  - MySQL/MariaDB: ``START TRANSACTION READ ONLY``, rolled back.
+  - Other backends: ``sql_query`` refuses to run (fail closed) and says why.
 
 Timeouts: PostgreSQL ``SET LOCAL statement_timeout``, MySQL ``max_execution_time``,
 SQLite a progress handler that interrupts the statement past its deadline; an
@@ -33,10 +43,8 @@ import contextlib
 import dataclasses
 import logging
 import re
-import sqlite3
 import time
-import urllib.parse
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,11 +56,22 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from bot.engine import Tool
 
-from .base import Connector, ConnectorContext, ConnectorSettings, ConnectorStatus, ToolError, action
+from . import sql_sqlite
+from .base import (
+    CommaList,
+    Connector,
+    ConnectorContext,
+    ConnectorSettings,
+    ConnectorStatus,
+    ToolError,
+    action,
+)
+from .sql_policy import check_read_statement
+from .sql_results import QueryResult, cell, fetch, render_table
+from .sql_roles import ROLE_BACKENDS, PrivilegedRoleError, RoleReport, inspect_role
 
 logger = logging.getLogger(__name__)
 
-CELL_CHARS = 200
 MAX_LISTED = 300
 
 # Sync or default drivers replaced by the async driver of the same backend.
@@ -62,44 +81,6 @@ _ASYNC_DRIVERS = {
     "mysql": ("aiomysql", {"mysqldb", "pymysql", "mysqlconnector", ""}),
     "mariadb": ("aiomysql", {"mysqldb", "pymysql", "mysqlconnector", ""}),
 }
-
-# PRAGMAs a read may use (SQLAlchemy's inspector needs the table ones).
-_READ_PRAGMAS_WITH_ARGUMENT = frozenset(
-    {
-        "table_info",
-        "table_xinfo",
-        "index_list",
-        "index_info",
-        "index_xinfo",
-        "foreign_key_list",
-        "foreign_key_check",
-        "integrity_check",
-        "quick_check",
-        "table_list",
-    }
-)
-_READ_PRAGMAS = _READ_PRAGMAS_WITH_ARGUMENT | {
-    "database_list",
-    "collation_list",
-    "function_list",
-    "module_list",
-    "pragma_list",
-    "compile_options",
-    "user_version",
-    "schema_version",
-    "application_id",
-    "encoding",
-    "page_count",
-    "page_size",
-    "freelist_count",
-    "foreign_keys",
-    "journal_mode",
-    "query_only",
-    "data_version",
-}
-_READ_ACTIONS = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-)
 
 _READ_ONLY_VIOLATION = re.compile(
     r"readonly database|read-only transaction|READ ONLY transaction|not authorized"
@@ -111,21 +92,6 @@ _TIMEOUT = re.compile(
 )
 _MISSING_TABLE = re.compile(r"no such table|does not exist|doesn't exist", re.IGNORECASE)
 _DRIVER_CLASS_PREFIX = re.compile(r"^<class '[\w.]+'>:\s*")
-
-
-def _sqlite_read_authorizer(
-    action_code: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
-) -> int:
-    """SQLite authorizer for read-only connections: reads pass, everything else is denied."""
-    if action_code in _READ_ACTIONS:
-        if action_code == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "load_extension":
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
-    if action_code == sqlite3.SQLITE_PRAGMA:
-        name = (arg1 or "").lower()
-        if name in _READ_PRAGMAS and (arg2 is None or name in _READ_PRAGMAS_WITH_ARGUMENT):
-            return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
 
 
 def async_url(raw: str) -> URL:
@@ -140,90 +106,6 @@ def async_url(raw: str) -> URL:
     return url
 
 
-def _sqlite_file(url: URL) -> Path | None:
-    """The database file of a SQLite URL, or None for an in-memory database."""
-    database = url.database or ""
-    if database in ("", ":memory:") or "mode=memory" in database:
-        return None
-    if url.query.get("uri") in ("true", "1") or database.startswith("file:"):
-        parsed = urllib.parse.urlsplit(database)
-        if parsed.path in ("", ":memory:") or "mode=memory" in parsed.query:
-            return None
-        return Path(urllib.parse.unquote(parsed.path))
-    return Path(database)
-
-
-def _read_only_sqlite_url(url: URL, path: Path) -> URL:
-    query = {key: value for key, value in url.query.items() if key not in ("mode", "uri")}
-    query.update(mode="ro", uri="true")
-    database = "file:" + urllib.parse.quote(str(path.resolve()))
-    return url.set(database=database, query=query)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueryResult:
-    columns: list[str]
-    rows: list[Sequence[Any]]
-    more: bool
-    rowcount: int
-
-
-def _fetch(connection: Connection, sql: str, limit: int, stream: bool) -> QueryResult:
-    """Run one statement, keeping at most ``limit`` rows (and noting whether more exist).
-
-    With ``stream`` the rows come through a server-side cursor, so a huge result is
-    never loaded: only ``limit + 1`` rows are fetched.
-    """
-    options = {"stream_results": True} if stream else {}
-    result = connection.exec_driver_sql(sql, execution_options=options)
-    try:
-        if not result.returns_rows:
-            return QueryResult([], [], False, result.rowcount)
-        columns = list(result.keys())
-        rows = [tuple(row) for row in result.fetchmany(limit + 1)]
-        return QueryResult(columns, rows[:limit], len(rows) > limit, len(rows))
-    finally:
-        result.close()
-
-
-def _cell(value: Any, width: int = CELL_CHARS) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"<{len(bytes(value))} bytes>"
-    text = str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    text = text.replace("\t", " ").replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render_table(result: QueryResult, *, max_rows: int, max_chars: int) -> str:
-    """Header, rows and a footer that says how many rows there are and what was cut."""
-    lines = [" | ".join(_cell(name, 80) for name in result.columns)]
-    lines.append("-" * min(len(lines[0]), 80))
-    used = sum(len(line) + 1 for line in lines)
-    shown = 0
-    for row in result.rows:
-        line = " | ".join(_cell(value) for value in row)
-        if used + len(line) + 1 > max_chars and shown:
-            break
-        lines.append(line)
-        used += len(line) + 1
-        shown += 1
-    count = len(result.rows)
-    noun = "row" if count == 1 else "rows"
-    if result.more:
-        footer = (
-            f"{count} rows shown; the result has more (max_rows={max_rows}):"
-            " narrow it with WHERE, aggregate it, or add LIMIT/OFFSET"
-        )
-    else:
-        footer = f"{count} {noun}"
-    if shown < count:
-        footer += f"; only the first {shown} fit in {max_chars} characters"
-    lines.append(f"({footer})")
-    return "\n".join(lines)
-
-
 class SQL(Connector):
     """A SQL database: list and describe tables, read-only queries, and writes."""
 
@@ -235,6 +117,11 @@ class SQL(Connector):
         max_chars: int = Field(8000, ge=500, le=200_000)
         statement_timeout_seconds: float = Field(15.0, gt=0, le=600)
         connect_timeout_seconds: float = Field(10.0, gt=0, le=120)
+        read_functions: CommaList = Field(
+            default_factory=list,
+            description="Functions sql_query may call besides its built-in list, by name or"
+            " schema.name; only functions that compute or read (SQL_CONNECTOR_READ_FUNCTIONS)",
+        )
 
     settings: Settings
 
@@ -246,14 +133,31 @@ class SQL(Connector):
         self._sqlite_path: Path | None = None
         self._config_error: str | None = None
         self._display_url = ""
+        self._database = ""
         # An in-memory SQLite database is one shared connection: one operation at a time.
         self._memory_lock = asyncio.Lock()
+        self._role: RoleReport | None = None
+        self._role_lock = asyncio.Lock()
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Build the engines (no connection yet): a bad URL is reported by check() and tools."""
+        """Build the engines and inspect the database role: a privileged one is refused.
+
+        A bad URL or an unreachable database is reported by check() and the tools, and the
+        role is then inspected on first use instead.
+        """
         self._build()
+        if self._config_error or self._backend not in ROLE_BACKENDS:
+            return
+        try:
+            async with asyncio.timeout(self.settings.connect_timeout_seconds + 5):
+                await self._checked_role()
+        except PrivilegedRoleError:
+            await self.aclose()  # the hub leaves out a connector that fails, unclosed
+            raise
+        except Exception as exc:
+            logger.warning("SQL connector: role not inspected yet: %s", _describe(exc))
 
     def _build(self) -> None:
         if self._engine is not None or self._config_error is not None:
@@ -262,14 +166,15 @@ class SQL(Connector):
             url = async_url(self.settings.url.get_secret_value())
             self._display_url = url.render_as_string(hide_password=True)
             self._backend = url.get_backend_name()
+            self._database = url.database or ""
             options: dict[str, Any] = {"pool_pre_ping": True}
             if self._backend == "postgresql" and url.get_driver_name() == "asyncpg":
                 options["connect_args"] = {"timeout": self.settings.connect_timeout_seconds}
             if self._backend == "sqlite":
-                self._sqlite_path = _sqlite_file(url)
+                self._sqlite_path = sql_sqlite.database_file(url)
             self._engine = create_async_engine(url, **options)
             if self._backend == "sqlite" and self._sqlite_path is not None:
-                read_url = _read_only_sqlite_url(url, self._sqlite_path)
+                read_url = sql_sqlite.read_only_url(url, self._sqlite_path)
                 self._read_engine = create_async_engine(read_url, **options)
             else:
                 self._read_engine = self._engine
@@ -297,15 +202,25 @@ class SQL(Connector):
         if self._sqlite_path is not None and not self._sqlite_path.exists():
             detail = f"SQLite database file not found: {self._sqlite_path}"
             return ConnectorStatus(self.name, False, detail, tools)
+        self._role = None  # inspected afresh: grants may have changed since the start
         try:
             async with asyncio.timeout(self.settings.connect_timeout_seconds + 5):
                 async with self._read_transaction() as connection:
                     await connection.exec_driver_sql("SELECT 1")
+        except PrivilegedRoleError as exc:
+            return ConnectorStatus(self.name, False, str(exc), tools)
         except Exception as exc:
             return ConnectorStatus(
                 self.name, False, f"{self._display_url}: {_describe(exc)}", tools
             )
-        return ConnectorStatus(self.name, True, f"{self._backend} at {self._display_url}", tools)
+        detail = f"{self._backend} at {self._display_url}"
+        if self._role is not None:
+            detail += f" as {self._role.role} (no server privileges)"
+        if self.settings.read_functions:
+            # Each one widens what sql_query may call without approval: keep it visible.
+            detail += "; functions allowed by read_functions: "
+            detail += ", ".join(self.settings.read_functions)
+        return ConnectorStatus(self.name, True, detail, tools)
 
     # ---------------------------------------------------------------- tools
 
@@ -370,20 +285,28 @@ class SQL(Connector):
             str,
             Field(
                 description=(
-                    "One read-only SQL statement (SELECT, WITH … SELECT, EXPLAIN)."
+                    "One read-only SQL statement (SELECT, WITH … SELECT, EXPLAIN, SHOW)."
                     " Write literal values inline; no bind parameters."
                 )
             ),
         ],
     ) -> str:
-        """Run one read-only SQL query and return the rows as a table. The database itself
-        enforces read-only (any write fails: use sql_execute for changes). At most max_rows
-        rows come back, so filter or aggregate in SQL for large tables.
+        """Run one read-only SQL query and return the rows as a table. Only reads run: no
+        writes, locks or functions with side effects (use sql_execute for changes). At most
+        max_rows rows come back, so filter or aggregate in SQL for large tables.
         """
-        statement = _one_statement(sql)
+        self._engines(reading=True)  # a bad URL or a missing file first, said plainly
+        statement = check_read_statement(
+            sql, self._backend, read_functions=self.settings.read_functions
+        ).sql
+        # Error positions refer to what ran: show it when it is not what was sent.
+        rebuilt = statement if statement != sql.strip().rstrip(";").strip() else None
         limit = self.settings.max_rows
-        async with self._errors(reading=True), self._read_transaction() as connection:
-            result = await connection.run_sync(_fetch, statement, limit, True)
+        async with (
+            self._errors(reading=True, statement=rebuilt),
+            self._read_transaction() as connection,
+        ):
+            result = await connection.run_sync(fetch, statement, limit, True)
         if not result.columns:
             return "(the statement returned no rows)"
         return render_table(result, max_rows=limit, max_chars=self.settings.max_chars)
@@ -405,7 +328,7 @@ class SQL(Connector):
         statement = _one_statement(sql)
         limit = self.settings.max_rows
         async with self._errors(reading=False), self._write_transaction() as connection:
-            result = await connection.run_sync(_fetch, statement, limit, False)
+            result = await connection.run_sync(fetch, statement, limit, False)
         if result.columns:  # e.g. INSERT … RETURNING
             table = render_table(result, max_rows=limit, max_chars=self.settings.max_chars)
             return "committed; the statement returned:\n" + table
@@ -433,6 +356,29 @@ class SQL(Connector):
             raise ToolError(f"the directory of the SQLite database does not exist: {path.parent}")
         return self._engine, self._read_engine
 
+    async def _checked_role(self) -> None:
+        """Inspect the role once (PostgreSQL, MySQL); ``PrivilegedRoleError`` if it can do more."""
+        if self._backend not in ROLE_BACKENDS:
+            return
+        async with self._role_lock:
+            if self._role is None:
+                self._role = await self._inspect_role()
+        if self._role.privileged:
+            raise PrivilegedRoleError(self._role)
+
+    async def _inspect_role(self) -> RoleReport:
+        _, engine = self._engines(reading=True)
+        async with self._guarded(engine) as connection:
+            await self._begin(connection, read_only=True)
+
+            async def rows(sql: str) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in (await connection.exec_driver_sql(sql)).all()]
+
+            try:
+                return await inspect_role(self._backend, self._database, rows)
+            finally:
+                await connection.rollback()
+
     @contextlib.asynccontextmanager
     async def _read_transaction(self) -> AsyncIterator[AsyncConnection]:
         """A connection inside a transaction the database keeps read-only; rolled back after."""
@@ -442,6 +388,7 @@ class SQL(Connector):
                 f"read-only queries are not supported for {self._backend}: the connector can"
                 " enforce read-only only on SQLite, PostgreSQL and MySQL"
             )
+        await self._checked_role()
         async with self._serialized(), self._guarded(engine) as connection:
             if self._backend == "sqlite":
                 async with self._sqlite_guard(connection, read_only=True):
@@ -454,6 +401,7 @@ class SQL(Connector):
     @contextlib.asynccontextmanager
     async def _write_transaction(self) -> AsyncIterator[AsyncConnection]:
         engine, _ = self._engines(reading=False)
+        await self._checked_role()
         async with self._serialized(), self._guarded(engine) as connection:
             if self._backend == "sqlite":
                 async with self._sqlite_guard(connection, read_only=False):
@@ -492,6 +440,8 @@ class SQL(Connector):
         if self._backend == "postgresql":
             if read_only:
                 await connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+                # The statement policy reads '\' as a backslash, as PostgreSQL does with this.
+                await connection.exec_driver_sql("SET LOCAL standard_conforming_strings = on")
             await connection.exec_driver_sql(f"SET LOCAL statement_timeout = {milliseconds}")
             if read_only:
                 # A first query takes the snapshot; from then on PostgreSQL refuses any
@@ -518,7 +468,7 @@ class SQL(Connector):
 
         if read_only:
             await connection.exec_driver_sql("PRAGMA query_only = ON")
-            await raw.set_authorizer(_sqlite_read_authorizer)
+            await raw.set_authorizer(sql_sqlite.read_authorizer)
         await raw.set_progress_handler(past_deadline, 1000)
         try:
             yield
@@ -530,7 +480,7 @@ class SQL(Connector):
                 await connection.exec_driver_sql("PRAGMA query_only = OFF")
 
     @contextlib.asynccontextmanager
-    async def _errors(self, *, reading: bool) -> AsyncIterator[None]:
+    async def _errors(self, *, reading: bool, statement: str | None = None) -> AsyncIterator[None]:
         """Database failures as ToolErrors the model can act on."""
         try:
             yield
@@ -540,6 +490,8 @@ class SQL(Connector):
             raise ToolError(self._timeout_message()) from exc
         except Exception as exc:
             message = _describe(exc)
+            if statement is not None:
+                message += f" (in the statement as run, comments removed: {statement[:300]})"
             if reading and _READ_ONLY_VIOLATION.search(message):
                 raise ToolError(
                     f"refused: sql_query is read-only, enforced by the database ({message})."
@@ -592,9 +544,9 @@ def _describe_table(inspector: Any, table: str, schema: str | None) -> str:
         if column["name"] in primary_columns:
             parts.append("PRIMARY KEY")
         if column.get("default") is not None:
-            parts.append(f"default {_cell(column['default'], 60)}")
+            parts.append(f"default {cell(column['default'], 60)}")
         if column.get("comment"):
-            parts.append(f"-- {_cell(column['comment'], 80)}")
+            parts.append(f"-- {cell(column['comment'], 80)}")
         lines.append("  " + " | ".join(parts))
     lines.append("primary key: " + (", ".join(primary_columns) or "none"))
     foreign = inspector.get_foreign_keys(table, schema=schema)

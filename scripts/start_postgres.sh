@@ -5,12 +5,30 @@
 #
 #   export LARKGATE_TEST_POSTGRES_URL="$(bash scripts/start_postgres.sh | tail -n 1)"
 #
+# It also creates a superuser test role: the SQL connector's tests use it to create (and
+# drop) roles with chosen privileges and to check that a privileged role is refused. With
+# --superuser-url the last line printed is that role's URL instead:
+#
+#   export LARKGATE_TEST_POSTGRES_SUPERUSER_URL="$(bash scripts/start_postgres.sh --superuser-url | tail -n 1)"
+#
+# Its password is a known test password: run this only on a test machine (the server listens
+# on 127.0.0.1 only, as Debian's cluster does by default).
+#
 # Needs root (or sudo) for apt-get and for acting as the postgres system user.
 set -euo pipefail
 
 PG_ROLE="${PG_ROLE:-larkgate}"
 PG_PASSWORD="${PG_PASSWORD:-larkgate}"
 PG_DATABASE="${PG_DATABASE:-larkgate_test}"
+PG_SUPER_ROLE="${PG_SUPER_ROLE:-larkgate_super}"
+PG_SUPER_PASSWORD="${PG_SUPER_PASSWORD:-larkgate_super}"
+
+print_superuser_url=false
+case "${1:-}" in
+    "") ;;
+    --superuser-url) print_superuser_url=true ;;
+    *) echo "usage: $0 [--superuser-url]" >&2; exit 2 ;;
+esac
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -55,5 +73,16 @@ if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DATABASE'"
     log "creating database $PG_DATABASE"
     psql_admin -c "CREATE DATABASE \"$PG_DATABASE\" OWNER \"$PG_ROLE\""
 fi
+# Created, or brought back to LOGIN SUPERUSER with the expected password if it exists.
+if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = '$PG_SUPER_ROLE'")" != "1" ]; then
+    log "creating superuser role $PG_SUPER_ROLE"
+    psql_admin -c "CREATE ROLE \"$PG_SUPER_ROLE\" LOGIN SUPERUSER PASSWORD '$PG_SUPER_PASSWORD'"
+else
+    psql_admin -c "ALTER ROLE \"$PG_SUPER_ROLE\" LOGIN SUPERUSER PASSWORD '$PG_SUPER_PASSWORD'"
+fi
 
-echo "postgresql+asyncpg://$PG_ROLE:$PG_PASSWORD@127.0.0.1:$port/$PG_DATABASE"
+if $print_superuser_url; then
+    echo "postgresql+asyncpg://$PG_SUPER_ROLE:$PG_SUPER_PASSWORD@127.0.0.1:$port/$PG_DATABASE"
+else
+    echo "postgresql+asyncpg://$PG_ROLE:$PG_PASSWORD@127.0.0.1:$port/$PG_DATABASE"
+fi

@@ -25,8 +25,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.engine import Tool, ToolError
 from connectors import sql as sql_module
+from connectors import sql_sqlite
 from connectors.base import ConnectorContext
 from connectors.sql import SQL, async_url
+from connectors.sql_policy import ReadStatement
 
 POSTGRES_URL_ENV = "LARKGATE_TEST_POSTGRES_URL"
 BACKENDS = ["sqlite", "postgresql"] if os.environ.get(POSTGRES_URL_ENV) else ["sqlite"]
@@ -288,7 +290,11 @@ async def test_long_cells_and_output_are_cut(database: Database) -> None:
 
 
 async def test_bad_sql_is_a_tool_error(sql: SQL) -> None:
-    assert "SQL error" in await refused(sql, "sql_query", sql="SELEC * FROM orders")
+    typo = await refused(sql, "sql_query", sql="SELEC * FROM orders")
+    assert "refused" in typo and "starts with SELEC" in typo
+    unfinished = await refused(sql, "sql_query", sql="SELECT * FROM orders WHERE")
+    assert "could not parse" in unfinished
+    assert "SQL error" in await refused(sql, "sql_query", sql="SELECT nowhere FROM orders")
     missing = await refused(sql, "sql_query", sql="SELECT * FROM invoices")
     assert "sql_list_tables" in missing
     assert "empty" in await refused(sql, "sql_query", sql="   ")
@@ -347,6 +353,19 @@ def _writes(backend: str) -> list[str]:
     return COMMON_WRITES + (SQLITE_WRITES if backend == "sqlite" else POSTGRES_WRITES)
 
 
+def _without_statement_policy(sql: str, backend: str, **_options: Any) -> ReadStatement:
+    return ReadStatement("query", sql)
+
+
+@pytest.fixture(params=["policy", "database alone"])
+def layers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each write is refused by the statement policy, and again with the policy switched off."""
+    if request.param == "database alone":
+        monkeypatch.setattr(sql_module, "check_read_statement", _without_statement_policy)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("layers")
 async def test_sql_query_cannot_write(sql: SQL, database: Database) -> None:
     before = await database.snapshot()
     for statement in _writes(database.backend):
@@ -393,8 +412,9 @@ def _allow_everything(*_arguments: Any) -> int:
 async def test_sqlite_layers_hold_without_the_authorizer(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defence in depth: with the authorizer switched off, mode=ro / query_only still refuse."""
-    monkeypatch.setattr(sql_module, "_sqlite_read_authorizer", _allow_everything)
+    """Defence in depth: with the policy and the authorizer off, mode=ro / query_only refuse."""
+    monkeypatch.setattr(sql_sqlite, "read_authorizer", _allow_everything)
+    monkeypatch.setattr(sql_module, "check_read_statement", _without_statement_policy)
     url = f"sqlite:///{tmp_path / 'x.db'}" if kind == "file" else "sqlite://"
     connector = await make(url)
     try:
@@ -453,12 +473,8 @@ async def test_execute_failure_changes_nothing(sql: SQL, database: Database) -> 
 
 async def test_statement_timeout(database: Database) -> None:
     connector = await make(database.url, statement_timeout_seconds=0.2)
-    if database.backend == "sqlite":
-        slow = (
-            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-        )
-    else:
-        slow = "SELECT pg_sleep(10)"
+    # Endless work, not pg_sleep: sql_query refuses pg_sleep (see test_sql_attacks.py).
+    slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
     try:
         started = time.perf_counter()
         message = await refused(connector, "sql_query", sql=slow)
