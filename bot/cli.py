@@ -80,17 +80,32 @@ def _configure_logging(settings: Settings) -> None:
     from bot.logs import configure_logging
 
     # Text keeps the classic "time LEVEL logger: message" line; json writes one object a
-    # line. Both carry the turn's ids and never a secret setting's value.
+    # line. Both carry the turn's ids and never a secret setting's or connector's value.
     secrets = [
         value.get_secret_value()
         for value in (getattr(settings, name) for name in type(settings).model_fields)
         if isinstance(value, SecretStr)
     ]
+    secrets += sorted(_connector_secrets(settings))
     configure_logging(settings.larkgate_log_level, settings.larkgate_log_format, secrets)
     # The SDKs' own loggers are chatty at INFO and below.
     # (openai 3.x sends through httpx2/httpcore2, which log under those names.)
     for noisy in ("Lark", "httpx", "httpcore", "httpx2", "httpcore2", "openai"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def _connector_secrets(settings: Settings) -> set[str]:
+    """The connectors' secrets (MCP env and headers, HTTP headers, the SQL URL), read
+    from their settings without starting any connector."""
+    from connectors.config import connector_secrets
+
+    try:
+        config = settings.connectors()
+    except SettingsError:
+        # An unreadable larkgate.toml starts no connector (serve reports it itself), and
+        # must not stop commands that need none, such as migrate.
+        return set()
+    return connector_secrets(config)
 
 
 def _serve(settings: Settings, host: str | None, port: int | None) -> int:

@@ -8,9 +8,16 @@
   ``level``, ``logger``, ``message``, ``exc_info`` (the formatted traceback) when there
   is one, and ``conversation`` / ``run`` / ``message_id`` when known.
 - Redaction: :class:`RedactingFilter` rewrites each record before any formatter sees it:
-  the secret settings' values, tenant/user access tokens (``t-…``, ``u-…``), ``Bearer``
-  and ``Authorization`` values, credentials in URLs and values of secret-named keys
-  become ``***``, in the message, its args, the traceback and the stack.
+  the secret settings' values and the connectors' secrets (as they are, URL-encoded,
+  JSON-escaped or HTML-escaped: ``connectors/secret_masking.py``), tenant/user access
+  tokens (``t-…``, ``u-…``), ``Bearer`` and ``Authorization`` values, credentials in URLs
+  and values of secret-named fields become ``***``, in the message, its args, the
+  traceback and the stack. A secret-named field is ``password``, ``apikey``, any
+  ``…_token`` / ``…-secret`` / ``…_password`` / ``…_signature``, or an ``api_key`` /
+  ``access-key`` / ``X-Api-Key`` -like key, followed by ``:`` or ``=`` (query strings,
+  headers, JSON, ``k=v``); the bare words ``token``, ``key``, ``secret``, ``sig`` and
+  ``signature`` count only as ``key=…`` or a quoted JSON key, so prose that mentions a
+  key, or ``monkey=…``, is left alone.
 """
 
 from __future__ import annotations
@@ -19,16 +26,16 @@ import json
 import logging
 import re
 import sys
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import IO, Literal
 
+from connectors.secret_masking import MASK, SecretMasker
+
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-MASK = "***"
 
 _conversation: ContextVar[str | None] = ContextVar("larkgate_log_conversation", default=None)
 _run: ContextVar[str | None] = ContextVar("larkgate_log_run", default=None)
@@ -87,36 +94,48 @@ _AUTHORIZATION = re.compile(
 )
 _ACCESS_TOKEN = re.compile(r"\b[tu]-[A-Za-z0-9_\-]{16,}")
 _URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@")
-_SECRET_KEY = re.compile(
-    r"(?i)([\"']?\b(?:app_secret|api_key|apikey|encrypt_key|verification_token|"
-    r"(?:tenant_|user_|app_)?access_token|refresh_token|client_secret|password)[\"']?"
-    r"\s*[:=]\s*[\"']?)(?!\*\*\*)[^\s'\",;}&]+"
+# Field names whose value is a secret wherever it is written: "password", "apikey",
+# compounds ending in token / secret / password / signature (access_token, client-secret,
+# x-amz-security-token) and keys that are credentials (api_key, Access-Key, X-Api-Key).
+_STRONG_NAME = (
+    r"(?:password|passwd|apikey"
+    r"|(?:[a-z0-9]+[_-])+(?:token|secret|password|passwd|signature)"
+    r"|(?:[a-z0-9]+[_-])*(?:api|access|secret|private|encrypt|encryption|signing|client|app"
+    r"|auth|master|license|subscription|session)[_-]?key)"
 )
+# Bare words that are secrets only as "word=value" or a quoted key ("token": "…"): in
+# prose "the key: …" is not one.
+_WEAK_NAME = r"(?:token|key|secret|sig|signature)"
+# A quoted value (to its closing quote) or a bare one (to a separator).
+_VALUE = r"""(?!\*\*\*)(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s'",;}&)\]>]+)"""
+_NOT_AFTER_NAME_CHAR = r"(?<![A-Za-z0-9_-])"
+_SECRET_FIELD = re.compile(
+    rf"(?i){_NOT_AFTER_NAME_CHAR}(?P<field>(?P<q>[\"']?){_STRONG_NAME}(?P=q)\s*[:=]\s*"
+    rf"|(?P<wq>[\"']){_WEAK_NAME}(?P=wq)\s*[:=]\s*|{_WEAK_NAME}=){_VALUE}"
+)
+
+
+def _mask_field(match: re.Match[str]) -> str:
+    value = match.group("value")
+    quote = value[0] if value[0] in "\"'" else ""
+    return match.group("field") + quote + MASK + quote
 
 
 class Redactor:
     """Replaces secrets in text by ``***``: known values first, then shapes of secrets."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        variants: set[str] = set()
-        for secret in secrets:
-            if not secret:
-                continue
-            variants.add(secret)
-            variants.add(urllib.parse.quote(secret, safe=""))  # in a URL
-            variants.add(json.dumps(secret)[1:-1])  # inside JSON
-        # Longest first: a secret that contains another goes whole.
-        self._values = sorted((v for v in variants if v), key=len, reverse=True)
+        # Known values in any encoding (values under 6 characters are left to the shapes:
+        # masking "1" or "true" everywhere would garble every line).
+        self._known = SecretMasker(secrets)
 
     def __call__(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, MASK)
+        text = self._known.mask(text)
         text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
         text = _AUTHORIZATION.sub(lambda m: m.group(1) + (m.group(2) or "") + MASK, text)
         text = _ACCESS_TOKEN.sub(MASK, text)
         text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + "@", text)
-        return _SECRET_KEY.sub(lambda m: m.group(1) + MASK, text)
+        return _SECRET_FIELD.sub(_mask_field, text)
 
 
 _TRACEBACKS = logging.Formatter()

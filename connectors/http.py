@@ -21,6 +21,20 @@ Where a request may go:
   included. Authorization is dropped on a cross-origin hop (httpx's redirect rules).
 - No cookie is ever stored: one user's session must not leak into another's call.
 
+What a request may carry, and what comes back:
+
+- The model may set only the request headers ``allowed_request_headers`` names
+  (default: content negotiation and conditional or partial requests; the write tool
+  also takes ``Content-Type`` and ``Idempotency-Key``); any other header is refused
+  with the list, and nothing is sent (see ``http_headers.py``).
+- Configured headers carry credentials: ``headers`` go to every allowed host (and follow
+  a redirect only to the same origin), ``host_headers`` only to the hosts their entry
+  matches (set again on each redirect hop, so a key never follows a redirect to another
+  host). Their values, and their
+  URL-encoded, JSON-escaped and HTML forms, are masked (``***``) in everything the
+  tools return, errors included, so a backend echoing them cannot put them in the
+  chat. The tools never show the request headers they sent.
+
 The body is read as a stream and reading stops at ``max_response_bytes``. An HTTP
 status of 400 or more is a ToolError carrying the status and a short excerpt.
 """
@@ -28,24 +42,25 @@ status of 400 or more is a ToolError carrying the status and a short excerpt.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import functools
 import html.parser
 import http.cookiejar
 import ipaddress
 import json
-import re
+import logging
 import socket
 import ssl
 import typing
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any
 
 import httpcore
 import httpx
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 
 from bot.engine import Tool
 
@@ -58,26 +73,23 @@ from .base import (
     ToolError,
     action,
 )
+from .http_headers import (
+    DEFAULT_REQUEST_HEADERS,
+    WRITE_REQUEST_HEADERS,
+    HeaderPolicy,
+    check_name,
+    check_value,
+    is_framing,
+    never_settable,
+)
+from .secret_masking import SecretMasker
+
+logger = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 EXCERPT_CHARS = 300
-_FORBIDDEN_HEADERS = frozenset(
-    {
-        "host",
-        "accept-encoding",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "upgrade",
-        "te",
-        "trailer",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-connection",
-    }
-)
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 _TEXT_SUFFIXES = ("+json", "+xml")
@@ -471,25 +483,36 @@ def _cut(text: str, limit: int) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters not shown]"
 
 
-def render_body(body: bytes, content_type: str, encoding: str | None, limit: int) -> str:
-    """The body for the model: JSON pretty (bounded), HTML as text, binary summarised."""
+def render_body(
+    body: bytes,
+    content_type: str,
+    encoding: str | None,
+    limit: int,
+    clean: Callable[[str], str] | None = None,
+) -> str:
+    """The body for the model: JSON pretty (bounded), HTML as text, binary summarised.
+
+    ``clean`` (masking secrets) sees the decoded text and the rendered text before
+    either is cut: cutting first could leave the beginning of a secret in view.
+    """
     media = content_type.split(";")[0].strip().lower()
     if not _is_text(content_type, body):
         head = body[:16].hex(" ")
         return f"[binary body: {media or 'unknown type'}, {len(body)} bytes; starts {head}]"
-    text = body.decode(encoding or "utf-8", errors="replace")
+    scrub = clean or (lambda text: text)
+    text = scrub(body.decode(encoding or "utf-8", errors="replace"))
     if "json" in media or (not media and text.lstrip()[:1] in ("{", "[")):
         try:
             document = json.loads(text)
         except ValueError:
             pass
         else:
-            pretty = json.dumps(document, indent=2, ensure_ascii=False)
+            pretty = scrub(json.dumps(document, indent=2, ensure_ascii=False))
             if len(pretty) > limit:
-                pretty = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+                pretty = scrub(json.dumps(document, ensure_ascii=False, separators=(",", ":")))
             return _cut(pretty, limit)
     if media in ("text/html", "application/xhtml+xml"):
-        text = html_to_text(text)
+        text = scrub(html_to_text(text))
     return _cut(text.strip(), limit)
 
 
@@ -533,6 +556,18 @@ def _json_object(value: object) -> object:
     return value
 
 
+# Header values from the settings are credentials: SecretStr keeps them out of reprs.
+ConfiguredHeaders = Annotated[dict[str, SecretStr], BeforeValidator(_json_object)]
+
+
+def _check_configured(headers: Mapping[str, SecretStr], where: str) -> None:
+    for name, value in headers.items():
+        check_name(name)
+        check_value(name, value.get_secret_value())
+        if is_framing(name):
+            raise ValueError(f"{where}: the {name} header is managed by the connector")
+
+
 class HTTP(Connector):
     """HTTP GET and POST to allowlisted hosts."""
 
@@ -547,8 +582,18 @@ class HTTP(Connector):
         max_chars: int = Field(8000, ge=500, le=200_000)
         max_redirects: int = Field(5, ge=0, le=20)
         # Sent with every request to every allowed host (a JSON object in the environment).
-        headers: Annotated[dict[str, str], BeforeValidator(_json_object)] = Field(
-            default_factory=dict
+        # The values count as secrets: masked in every result and in the logs.
+        headers: ConfiguredHeaders = Field(default_factory=dict)
+        # Sent only to hosts an entry matches (allowed_hosts syntax), e.g.
+        # {"api.example.com": {"X-Api-Key": "..."}}; secrets like ``headers``.
+        host_headers: Annotated[dict[str, dict[str, SecretStr]], BeforeValidator(_json_object)] = (
+            Field(default_factory=dict)
+        )
+        # The request headers the model may set (the write tool also takes Content-Type
+        # and Idempotency-Key); any other is refused. Framing, identity, client-address
+        # and method-override headers can never be allowed.
+        allowed_request_headers: CommaList = Field(
+            default_factory=lambda: list(DEFAULT_REQUEST_HEADERS)
         )
         user_agent: str = "larkgate-http-connector/0.1"
 
@@ -559,15 +604,73 @@ class HTTP(Connector):
                 parse_rule(entry)  # raises ValueError with the entry
             return value
 
+        @field_validator("headers")
+        @classmethod
+        def _valid_headers(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+            _check_configured(value, "headers")
+            return value
+
+        @field_validator("host_headers")
+        @classmethod
+        def _valid_host_headers(
+            cls, value: dict[str, dict[str, SecretStr]]
+        ) -> dict[str, dict[str, SecretStr]]:
+            for entry, headers in value.items():
+                parse_rule(entry)
+                _check_configured(headers, f"host_headers.{entry}")
+            return value
+
+        @field_validator("allowed_request_headers")
+        @classmethod
+        def _valid_request_headers(cls, value: list[str]) -> list[str]:
+            for name in value:
+                check_name(name)
+                if never_settable(name):
+                    raise ValueError(f"the model may never set the {name} header")
+            return value
+
+        @field_validator("user_agent")
+        @classmethod
+        def _valid_user_agent(cls, value: str) -> str:
+            check_value("User-Agent", value)
+            return value
+
+        @model_validator(mode="after")
+        def _hosts_of_host_headers_are_allowed(self) -> HTTP.Settings:
+            for entry in self.host_headers:
+                if entry not in self.allowed_hosts:
+                    raise ValueError(f"host_headers: {entry!r} is not one of allowed_hosts")
+            return self
+
     settings: Settings
 
     def __init__(self, settings: ConnectorSettings, context: ConnectorContext) -> None:
         super().__init__(settings, context)
-        rules = [parse_rule(entry) for entry in self.settings.allowed_hosts]
+        config = self.settings
+        rules = [parse_rule(entry) for entry in config.allowed_hosts]
         self.policy = HostPolicy(rules, system_resolver)
         self._client: httpx.AsyncClient | None = None
+        self._everywhere = _reveal(config.headers)
+        # Wildcard entries first, so an exact entry's value wins where both match.
+        per_host = [(parse_rule(entry), _reveal(h)) for entry, h in config.host_headers.items()]
+        self._per_host = sorted(per_host, key=lambda pair: pair[0].exact)
+        configured = [*self._everywhere, *(name for _, h in self._per_host for name in h)]
+        self._configured = {name.lower() for name in configured}
+        self._read_headers = HeaderPolicy(config.allowed_request_headers, configured)
+        self._write_headers = HeaderPolicy(
+            [*config.allowed_request_headers, *WRITE_REQUEST_HEADERS], configured
+        )
+        self.masker = SecretMasker(
+            [*self._everywhere.values(), *(v for _, h in self._per_host for v in h.values())]
+        )
 
     async def start(self) -> None:
+        if self._everywhere and any(not rule.exact for rule in self.policy.rules):
+            logger.warning(
+                "HTTP connector: headers (%s) go to every allowed host, wildcard matches"
+                " included; use host_headers to send credentials to one host only",
+                ", ".join(self._everywhere),
+            )
         self._http()
 
     async def aclose(self) -> None:
@@ -576,9 +679,20 @@ class HTTP(Connector):
             self._client = None
 
     def tools(self) -> list[Tool]:
-        """The actions, with a tool timeout just past the connector's own deadline."""
+        """The actions, with a tool timeout just past the connector's own deadline, and
+        the headers each may set in its schema."""
         budget = self.settings.timeout_seconds + 5
-        return [dataclasses.replace(tool, timeout=budget) for tool in super().tools()]
+        policies = {"http_get": self._read_headers, "http_post": self._write_headers}
+        tools = []
+        for tool in super().tools():
+            parameters = copy.deepcopy(dict(tool.parameters))
+            policy = policies.get(tool.name)
+            if policy is not None and "headers" in parameters.get("properties", {}):
+                parameters["properties"]["headers"]["description"] = (
+                    f"Request headers, only these: {policy.describe()}."
+                )
+            tools.append(dataclasses.replace(tool, timeout=budget, parameters=parameters))
+        return tools
 
     async def check(self) -> ConnectorStatus:
         tools = len(self.tools())
@@ -599,7 +713,6 @@ class HTTP(Connector):
                 ),
                 headers={
                     "User-Agent": self.settings.user_agent,
-                    **self.settings.headers,
                     # Only encodings decode_content can bound.
                     "Accept-Encoding": "gzip, deflate",
                 },
@@ -614,14 +727,15 @@ class HTTP(Connector):
             dict[str, str] | None, Field(description="Query parameters to add to the URL.")
         ] = None,
         headers: Annotated[
-            dict[str, str] | None, Field(description="Extra request headers, e.g. Accept.")
+            dict[str, str] | None, Field(description="Request headers, e.g. Accept.")
         ] = None,
     ) -> str:
         """Fetch a URL with HTTP GET from an allowed host; returns the status and the body
         (JSON pretty-printed, HTML reduced to its text, binary summarised). A status of 400
         or more is reported as an error.
         """
-        return await self._request("GET", url, params=params, headers=headers)
+        checked = self._read_headers.check(headers or {})
+        return await self._request("GET", url, params=params, headers=checked)
 
     @action(side_effect="write", timeout=60, max_result_chars=20_000)
     async def http_post(
@@ -635,9 +749,7 @@ class HTTP(Connector):
             str | None,
             Field(description="Content-Type of a text body; default text/plain; charset=utf-8."),
         ] = None,
-        headers: Annotated[
-            dict[str, str] | None, Field(description="Extra request headers.")
-        ] = None,
+        headers: Annotated[dict[str, str] | None, Field(description="Request headers.")] = None,
     ) -> str:
         """Send an HTTP POST to an allowed host with a JSON body (json_body) or a text body
         (body), not both; returns the status and the response body. A status of 400 or
@@ -645,7 +757,7 @@ class HTTP(Connector):
         """
         if json_body is not None and body is not None:
             raise ToolError("give either json_body or body, not both")
-        extra = dict(headers or {})
+        extra = self._write_headers.check(headers or {})
         has_type = any(name.lower() == "content-type" for name in extra)
         content: bytes | None = None
         if json_body is not None:
@@ -654,6 +766,10 @@ class HTTP(Connector):
         elif body is not None:
             content = body.encode("utf-8")
             default_type = content_type or "text/plain; charset=utf-8"
+            try:
+                check_value("Content-Type", default_type)
+            except ValueError as exc:
+                raise ToolError(f"{exc}; nothing was sent") from None
         if content is not None and not has_type:
             extra["Content-Type"] = default_type
         return await self._request("POST", url, headers=extra, content=content)
@@ -666,8 +782,25 @@ class HTTP(Connector):
         url: str,
         *,
         params: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str],
         content: bytes | None = None,
+    ) -> str:
+        """The exchange, with every configured secret masked in what comes back."""
+        try:
+            return self.masker.mask(
+                await self._exchange(method, url, params=params, headers=headers, content=content)
+            )
+        except ToolError as exc:
+            raise ToolError(self.masker.mask(str(exc))) from exc
+
+    async def _exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None,
+        headers: dict[str, str],
+        content: bytes | None,
     ) -> str:
         try:
             target = httpx.URL(url.strip())
@@ -675,10 +808,9 @@ class HTTP(Connector):
                 target = target.copy_merge_params(params)
         except (httpx.InvalidURL, ValueError, TypeError) as exc:
             raise ToolError(f"invalid URL {url!r}: {exc}") from exc
-        request_headers = _checked_headers(headers or {})
         client = self._http()
         try:
-            request = client.build_request(method, target, headers=request_headers, content=content)
+            request = client.build_request(method, target, headers=headers, content=content)
         except (httpx.InvalidURL, ValueError, TypeError) as exc:
             raise ToolError(f"invalid request: {exc}") from exc
         seconds = self.settings.timeout_seconds
@@ -696,10 +828,27 @@ class HTTP(Connector):
         except httpx.HTTPError as exc:
             raise ToolError(f"{method} {target} failed: {type(exc).__name__}: {exc}") from exc
 
+    def _with_configured_headers(self, request: httpx.Request, *, same_origin: bool) -> None:
+        """Give ``request`` exactly the configured headers its host gets, on every hop: a
+        redirect must not carry one host's key to another. ``headers`` follow a redirect
+        only to the same origin (as httpx does with Authorization); ``host_headers`` go to
+        the hosts they name."""
+        for name in self._configured:
+            request.headers.pop(name, None)
+        if same_origin:
+            request.headers.update(self._everywhere)
+        host, port = _host_and_port(request.url)
+        for rule, headers in self._per_host:
+            if rule.matches(host, port):
+                request.headers.update(headers)
+
     async def _send(self, client: httpx.AsyncClient, request: httpx.Request) -> str:
         redirects: list[str] = []
+        origin = (request.url.scheme, *_host_and_port(request.url))
         while True:
             self.policy.check_url(request.url)
+            here = (request.url.scheme, *_host_and_port(request.url))
+            self._with_configured_headers(request, same_origin=here == origin)
             response = await client.send(request, stream=True)
             try:
                 next_request = response.next_request
@@ -751,8 +900,13 @@ class HTTP(Connector):
         truncated: bool,
         redirects: list[str],
     ) -> str:
+        """The observation: status, URL, type and size, and the body; never the request's
+        headers. The body is masked before it is cut; the rest by ``_request``."""
         content_type = response.headers.get("content-type", "")
-        text = render_body(body, content_type, response.charset_encoding, self.settings.max_chars)
+        clean = functools.partial(self.masker.mask, cut=truncated)
+        text = render_body(
+            body, content_type, response.charset_encoding, self.settings.max_chars, clean
+        )
         status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
         if response.status_code >= 400:
             raise ToolError(f"{status} from {request.method} {request.url}: {_excerpt(text)}")
@@ -770,17 +924,13 @@ class HTTP(Connector):
         return "\n".join(lines)
 
 
-def _checked_headers(headers: dict[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
-    for name, value in headers.items():
-        if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-            raise ToolError(f"invalid header name {name!r}")
-        if name.lower() in _FORBIDDEN_HEADERS:
-            raise ToolError(f"the {name} header cannot be set")
-        if "\r" in value or "\n" in value:
-            raise ToolError(f"header {name} contains a line break")
-        checked[name] = value
-    return checked
+def _host_and_port(url: httpx.URL) -> tuple[str, int]:
+    host = normalize_host(url.raw_host.decode("ascii"))
+    return host, url.port or (443 if url.scheme == "https" else 80)
+
+
+def _reveal(headers: Mapping[str, SecretStr]) -> dict[str, str]:
+    return {name: value.get_secret_value() for name, value in headers.items()}
 
 
 __all__ = [

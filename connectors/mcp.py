@@ -8,16 +8,28 @@ reconnected once, on the next call; one that fails to start is reported by ``che
 while the others serve.
 
 The hub, not the server, decides what is a write: a tool counts as ``read`` only when
-its server's ``read`` list names it; everything else is ``write`` (approval and
-read-only rules apply). Server-side annotations such as ``readOnlyHint`` are hints
-from a peer and are not trusted for this.
+its server's ``read`` list names it, by the name the server lists it under; everything
+else is ``write`` (approval and read-only rules apply). Server-side annotations such as
+``readOnlyHint`` are hints from a peer and are not trusted for this.
+
+Engine tool names come from the server's tool name alone (``<tool_prefix>_<tool>``,
+characters the engine does not allow made ``_``, a hash suffix past 64 characters), so
+the order a server lists its tools in cannot change which tool a name means. Two tools
+that end up with the same engine name (``docs.search`` and ``docs_search``; one server's
+tool and another's; a tool and a built-in connector's) are never renamed to fit: every
+server involved fails to start, with an error naming both tools and the fix
+(``exclude`` or ``tool_prefix``), and the other servers serve.
+
+A server whose tool list changes when it reconnects keeps the tools the bot started
+with: a new tool is not offered (nor classified) until the bot restarts, and a call to a
+tool the server no longer lists is refused without reaching it. The values of a
+server's ``env`` and ``headers`` are masked (``***``) in every result and error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -46,13 +58,13 @@ from .base import (
     ConnectorSettings,
     ConnectorStatus,
 )
+from .mcp_names import builtin_tool_names, plan_names
+from .secret_masking import SecretMasker
 
 logger = logging.getLogger(__name__)
 
 SideEffect = Literal["read", "write"]
 
-_TOOL_NAME_MAX = 64
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 # Bounded: the SDK's own stdio shutdown gives up after about 6.5 s.
 _CLOSE_TIMEOUT = 10.0
 _MAX_LIST_PAGES = 100
@@ -95,16 +107,19 @@ class MCPServerSettings(ConnectorSettings):
     # http: the streamable-HTTP endpoint, e.g. https://example.com/mcp, and extra headers.
     url: str | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
-    # MCP tool names (as the server lists them) that only read, or that write. A tool in
-    # neither list is treated as a write.
+    # The server's own tool names (exactly as it lists them, e.g. "docs.search", not the
+    # engine name "kb_docs_search") that only read, or that write. A tool in neither list
+    # is treated as a write.
     read: CommaList = Field(default_factory=list)
     write: CommaList = Field(default_factory=list)
+    # The server's tool names never offered to the model (e.g. to settle a name clash).
+    exclude: CommaList = Field(default_factory=list)
     timeout_seconds: float = Field(default=30.0, gt=0)
     # "auto" probes for the 2026 protocol and falls back to the initialize handshake;
     # "legacy" goes straight to the handshake (for servers that mishandle the probe).
     protocol: Literal["auto", "legacy"] = "auto"
     # Engine tools are named <tool_prefix>_<tool>; default the server's name, "" for none.
-    tool_prefix: str | None = None
+    tool_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{0,40}$")
     max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, gt=0)
 
     @model_validator(mode="before")
@@ -129,6 +144,11 @@ class MCPServerSettings(ConnectorSettings):
         both = sorted(set(self.read) & set(self.write))
         if both:
             raise ValueError(f"server {self.name}: {', '.join(both)} listed as both read and write")
+        excluded = sorted(set(self.exclude) & (set(self.read) | set(self.write)))
+        if excluded:
+            raise ValueError(
+                f"server {self.name}: {', '.join(excluded)} listed in exclude and in read/write"
+            )
         return self
 
     @property
@@ -173,7 +193,7 @@ class MCP(Connector):
             # Cancelled mid-start (the bot is stopping): leave no server running.
             await self.aclose()
             raise
-        self._tools = _build_tools(self._links)
+        self._tools = await _build_tools(self._links, builtin_tool_names())
         up = [link.config.name for link in self._links if link.error is None]
         logger.info("MCP servers up: %s (%d tools)", ", ".join(up) or "none", len(self._tools))
 
@@ -197,8 +217,13 @@ class _ServerLink:
     def __init__(self, config: MCPServerSettings, startup_timeout: float) -> None:
         self.config = config
         self.startup_timeout = startup_timeout
-        self.tools: list[mcp_types.Tool] = []
+        self.tools: list[mcp_types.Tool] = []  # as listed at start: what the engine offers
+        self.listed: frozenset[str] = frozenset()  # as listed by the current connection
         self.error: str | None = None  # why the server could not start
+        self.masker = SecretMasker(
+            [value.get_secret_value() for value in (config.env or {}).values()]
+            + [value.get_secret_value() for value in config.headers.values()]
+        )
         self.lost: str | None = None  # why the last connection ended, until reconnected
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
@@ -222,6 +247,12 @@ class _ServerLink:
         self._closed = True
         async with self._lock:
             await self._disconnect()
+
+    async def fail(self, reason: str) -> None:
+        """Take a started server out of service (its tools cannot be offered safely)."""
+        self.error = reason
+        logger.error("MCP server %s is off: %s", self.config.name, reason)
+        await self.aclose()
 
     def describe(self) -> str:
         name = self.config.name
@@ -259,6 +290,7 @@ class _ServerLink:
                 ) from None
             raise
         self._client, self.lost = client, None
+        self.listed = frozenset(tool.name for tool in tools)
         return tools
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
@@ -355,6 +387,23 @@ class _ServerLink:
     # -- calls -------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any], side_effect: SideEffect) -> str:
+        """Call ``tool`` and render the result, the server's secrets masked (errors too)."""
+        try:
+            return await self._call(tool, arguments, side_effect)
+        except ToolError as exc:
+            raise ToolError(self.masker.mask(str(exc))) from exc
+
+    def _still_listed(self, tool: str) -> None:
+        # A tool the server dropped at a reconnect: its name may now mean something else
+        # to the server, or nothing; either way the classification was made for the old one.
+        if tool not in self.listed:
+            raise ToolError(
+                f"MCP server {self.config.name} no longer lists the tool {tool} (its tools"
+                " changed when it reconnected); it did not run. Restarting the bot picks up"
+                " the server's current tools."
+            )
+
+    async def _call(self, tool: str, arguments: dict[str, Any], side_effect: SideEffect) -> str:
         """Call ``tool``; reconnect once if the session is dead; render the result."""
         if self._closed:
             raise ToolError(f"MCP server {self.config.name} is closed")
@@ -363,6 +412,7 @@ class _ServerLink:
         if client is None:
             client = await self._reconnect(stale=self._client)
             reconnected = True
+        self._still_listed(tool)
         try:
             result = await self._call_once(client, tool, arguments)
         except _ConnectionLost as lost:
@@ -372,12 +422,14 @@ class _ServerLink:
             if reconnected or not (lost.unsent or side_effect == "read"):
                 raise ToolError(self._lost_message(tool, lost)) from None
             client = await self._reconnect(stale=client)
+            self._still_listed(tool)
             try:
                 result = await self._call_once(client, tool, arguments)
             except _ConnectionLost as again:
                 self.lost = again.reason
                 raise ToolError(self._lost_message(tool, again)) from None
-        text = render_result(result)
+        # Masked before it is cut, so no cut leaves the start of a secret in view.
+        text = self.masker.mask(render_result(result))
         if result.is_error:
             raise ToolError(_cut(text, _MAX_ERROR_CHARS) or f"{tool} failed without a message")
         return _cut(text, self.config.max_result_chars) or f"({tool} returned nothing)"
@@ -462,7 +514,8 @@ def _warn_if_tools_changed(
     if old != new:
         logger.warning(
             "MCP server %s lists different tools after reconnecting (added %s, removed %s); "
-            "the bot keeps the tools it started with until it restarts",
+            "the bot keeps the tools it started with until it restarts: added ones are not "
+            "offered, removed ones are refused",
             server,
             sorted(new - old) or "none",
             sorted(old - new) or "none",
@@ -472,60 +525,67 @@ def _warn_if_tools_changed(
 # -- engine tools ----------------------------------------------------------------
 
 
-def _build_tools(links: Iterable[_ServerLink]) -> list[Tool]:
+async def _build_tools(links: Iterable[_ServerLink], reserved: Mapping[str, str]) -> list[Tool]:
+    """The engine tools of the servers that started; a server in a name clash is stopped."""
+    up = [link for link in links if link.error is None]
+    listings = {
+        link.config.name: (
+            link.config.prefix,
+            [t.name for t in link.tools if t.name not in link.config.exclude],
+        )
+        for link in up
+    }
+    names, failures = plan_names(listings, reserved)
+    for link in up:
+        if link.config.name in failures:
+            await link.fail(failures[link.config.name])
     tools: list[Tool] = []
-    taken: set[str] = set()
-    for link in links:
+    for link in up:
         if link.error is not None:
             continue
-        config = link.config
-        unclassified: list[str] = []
-        known: set[str] = set()
+        config, engine_names = link.config, names[link.config.name]
+        _warn_about_lists(config, {t.name for t in link.tools}, engine_names)
         for remote in link.tools:
-            name = tool_name(config.prefix, remote.name, taken)
-            side_effect = classify(config, remote.name, name)
-            if side_effect is None:
-                unclassified.append(remote.name)
-            tools.append(_engine_tool(link, remote, name, side_effect or "write"))
-            taken.add(name)
-            known |= {name, remote.name}
-        unknown = sorted((set(config.read) | set(config.write)) - known)
-        if unknown:
-            logger.warning(
-                "MCP server %s has no tools named %s (read/write lists)",
-                config.name,
-                ", ".join(unknown),
-            )
-        if unclassified:
-            logger.warning(
-                "MCP server %s: %s not listed in read or write; treated as write",
-                config.name,
-                ", ".join(unclassified),
-            )
+            if remote.name in engine_names:
+                side_effect = classify(config, remote.name) or "write"
+                tools.append(_engine_tool(link, remote, engine_names[remote.name], side_effect))
     return tools
 
 
-def classify(config: MCPServerSettings, remote: str, engine_name: str) -> SideEffect | None:
-    """``read``/``write`` from the server's lists (by MCP or engine name), else None."""
-    if remote in config.read or engine_name in config.read:
+def _warn_about_lists(
+    config: MCPServerSettings, listed: set[str], engine_names: Mapping[str, str]
+) -> None:
+    """Name list entries that match no tool (with a hint for engine names) and tools in
+    no list, so an operator sees why a tool counts as a write."""
+    by_engine_name = {engine: remote for remote, engine in engine_names.items()}
+    for entry in sorted((set(config.read) | set(config.write) | set(config.exclude)) - listed):
+        remote = by_engine_name.get(entry)
+        hint = (
+            f"; {entry} is the engine name of {remote!r}: the lists take the server's own"
+            f" tool names, e.g. {remote!r}"
+            if remote is not None
+            else ""
+        )
+        logger.warning(
+            "MCP server %s has no tool named %r (read/write/exclude)%s", config.name, entry, hint
+        )
+    unclassified = [remote for remote in engine_names if classify(config, remote) is None]
+    if unclassified:
+        logger.warning(
+            "MCP server %s: %s not listed in read or write; treated as write",
+            config.name,
+            ", ".join(unclassified),
+        )
+
+
+def classify(config: MCPServerSettings, remote: str) -> SideEffect | None:
+    """``read``/``write`` when the server's lists name the tool (by the server's own name
+    for it, never the engine name, which could belong to another tool), else None."""
+    if remote in config.read:
         return "read"
-    if remote in config.write or engine_name in config.write:
+    if remote in config.write:
         return "write"
     return None
-
-
-def tool_name(prefix: str, remote: str, taken: set[str]) -> str:
-    """``<prefix>_<remote>`` made a valid, unused engine tool name (^[A-Za-z0-9_-]{1,64}$)."""
-    raw = f"{prefix}_{remote}" if prefix else remote
-    name = _UNSAFE_NAME_CHARS.sub("_", raw)[:_TOOL_NAME_MAX] or "tool"
-    if name not in taken and len(raw) <= _TOOL_NAME_MAX:
-        return name
-    digest = hashlib.sha256(raw.encode()).hexdigest()
-    for width in (8, 16, 64):
-        candidate = f"{name[: _TOOL_NAME_MAX - width - 1]}_{digest[:width]}"
-        if candidate not in taken:
-            return candidate
-    raise ValueError(f"cannot name tool {raw!r} uniquely")  # pragma: no cover
 
 
 def _engine_tool(
@@ -677,6 +737,5 @@ __all__ = [
     "MCPSettings",
     "classify",
     "render_result",
-    "tool_name",
     "tool_parameters",
 ]

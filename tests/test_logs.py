@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.cli import _configure_logging
 from bot.feishu.errors import FeishuError
@@ -159,9 +161,139 @@ def test_secrets_never_reach_the_output(captured):
 
 
 def test_redactor_prefers_the_longest_secret():
-    redact = Redactor(["abc", "abcdef"])
-    assert redact("x abcdef y abc") == "x *** y ***"
+    redact = Redactor(["abcdef", "abcdefgh"])
+    assert redact("x abcdefgh y abcdef") == "x *** y ***"
     assert Redactor([""])("nothing to hide") == "nothing to hide"
+
+
+def test_values_too_short_to_mask_are_left_to_the_shapes():
+    # An MCP server's env may hold DEBUG=1 or MODE=true: masking those everywhere
+    # would garble every line, and they protect nothing.
+    redact = Redactor(["1", "true", "ab12"])
+    assert redact("retry 1 of 3, ok=true, ab12") == "retry 1 of 3, ok=true, ab12"
+    assert redact("password=ab12") == "password=***"
+
+
+@pytest.mark.parametrize(
+    ("line", "masked"),
+    [
+        ("GET https://api.test/v1?token=abc&page=2", "GET https://api.test/v1?token=***&page=2"),
+        ("GET /maps?key=abc123", "GET /maps?key=***"),
+        ("X-Api-Key: abc", "X-Api-Key: ***"),
+        ("api-key: abc", "api-key: ***"),
+        ("x-goog-api-key: abc", "x-goog-api-key: ***"),
+        ("api_key=abc apikey=def", "api_key=*** apikey=***"),
+        ('{"token": "abc def", "key": "k1"}', '{"token": "***", "key": "***"}'),
+        ("{'X-Api-Key': 'abc'}", "{'X-Api-Key': '***'}"),
+        ("access_token=xyz refresh-token: uvw", "access_token=*** refresh-token: ***"),
+        ("client_secret: zz password: hunter2", "client_secret: *** password: ***"),
+        ("x-amz-security-token=abc&sig=def", "x-amz-security-token=***&sig=***"),
+        ("secret=abc session_key=def", "secret=*** session_key=***"),
+    ],
+)
+def test_secret_shaped_fields_are_masked(line: str, masked: str):
+    assert Redactor()(line) == masked
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "the key is missing; press any key",
+        "monkey=banana donkey: grey",
+        "primary key: id, sort_key=name, cache_key=1",
+        "max_tokens=100 prompt_tokens: 3 tokens=12",
+        "the token: expired, a keyboard=us layout",
+        "tool_prefix=kb key_count=3",
+    ],
+)
+def test_ordinary_words_are_left_alone(line: str):
+    assert Redactor()(line) == line
+
+
+def test_connector_secrets_reach_the_log_masker(captured, tmp_path, monkeypatch):
+    from bot import logs
+    from bot.config import load_settings
+
+    monkeypatch.chdir(tmp_path)  # no .env
+    mcp_env, mcp_header = "ghp_mcpEnvSecret0123456789", "mcp-header-secret-abcdef"
+    http_header, http_host_key, sql_password = (
+        "sk-http-header-9876",
+        "host-key-1234567",
+        "db-pa55-w0rd",
+    )
+    config = tmp_path / "larkgate.toml"
+    config.write_text(
+        f"""
+[connectors.mcp]
+[[connectors.mcp.servers]]
+name = "gh"
+command = ["gh-mcp"]
+env = {{ GITHUB_TOKEN = "{mcp_env}", DEBUG = "1" }}
+[[connectors.mcp.servers]]
+name = "kb"
+url = "https://mcp.example.test/mcp"
+headers = {{ Authorization = "Bearer {mcp_header}" }}
+
+[connectors.http]
+allowed_hosts = ["api.example.test"]
+headers = {{ "X-Api-Key" = "{http_header}" }}
+host_headers = {{ "api.example.test" = {{ "X-Other" = "{http_host_key}" }} }}
+
+[connectors.sql]
+enabled = false
+url = "postgresql+asyncpg://larkgate:{sql_password}@db:5432/larkgate"
+"""
+    )
+    buffer = io.StringIO()
+    configure = logs.configure_logging
+    monkeypatch.setattr(
+        logs,
+        "configure_logging",
+        lambda *args: configure(*args, stream=buffer, force=True),  # type: ignore[misc]
+    )
+    _configure_logging(load_settings(larkgate_config=config, larkgate_log_format="text"))
+    log.error("MCP server gh said: bad credentials %s", mcp_env)
+    log.error("kb answered 401 for %s", mcp_header)
+    log.error("upstream echoed %s and %s", json.dumps({"k": http_header}), http_host_key)
+    log.error("password authentication failed (%s)", sql_password)
+    log.error("GET https://api.example.test/v1?token=abc&page=2")
+    log.error("request headers: X-Api-Key: abc")
+    log.info("retry 1 of 3")  # DEBUG = "1" is too short to mask
+    text = buffer.getvalue()
+    for secret in (mcp_env, mcp_header, http_header, http_host_key, sql_password):
+        assert secret not in text, secret
+    assert "?token=***&page=2" in text and "X-Api-Key: ***" in text
+    assert "retry 1 of 3" in text
+
+
+_CHARS = st.characters(codec="utf-8", exclude_characters="*")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    secret=st.text(_CHARS, min_size=6, max_size=24),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+    encoding=st.sampled_from(["raw", "url", "form", "json", "json_ascii", "html"]),
+)
+def test_the_redactor_never_shows_a_known_secret(secret, before, after, encoding):
+    encoded = _encode(secret, encoding)
+    redacted = Redactor([secret])(before + encoded + after)
+    assert secret not in redacted and encoded not in redacted
+
+
+def _encode(secret: str, encoding: str) -> str:
+    import html
+    import urllib.parse
+
+    return {
+        "raw": lambda: secret,
+        "url": lambda: urllib.parse.quote(secret, safe=""),
+        "form": lambda: urllib.parse.quote_plus(secret),
+        "json": lambda: json.dumps(secret, ensure_ascii=False)[1:-1],
+        "json_ascii": lambda: json.dumps(secret)[1:-1],
+        "html": lambda: html.escape(secret),
+    }[encoding]()
 
 
 def test_the_json_formatter_stands_alone():

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib.util
+import json
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,12 +20,16 @@ import mcp.types as mcp_types
 import pytest
 import pytest_asyncio
 import uvicorn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
 from bot.engine import ReActAgent, Tool, ToolError, ToolRegistry
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 from connectors.base import ConnectorContext
-from connectors.mcp import MCP, MCPSettings, render_result, tool_name, tool_parameters
+from connectors.mcp import MCP, MCPSettings, render_result, tool_parameters
+from connectors.mcp_names import builtin_tool_names, engine_tool_name, plan_names
 
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -50,17 +55,22 @@ def _stdio(name: str, **extra: Any) -> dict[str, Any]:
 
 
 class HttpServer:
-    """The fixture server over streamable HTTP, in-process, on 127.0.0.1."""
+    """An MCP server over streamable HTTP, in-process, on 127.0.0.1: the fixture server,
+    or the one ``build`` makes."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, build: Callable[[HttpServer], MCPServer] | None = None
+    ) -> None:
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._build = build
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self.headers: list[dict[bytes, bytes]] = []  # of every HTTP request
 
     async def start(self) -> None:
-        app = _load_fixture().build_server().streamable_http_app()
+        mcp_server = _load_fixture().build_server() if self._build is None else self._build(self)
+        app = mcp_server.streamable_http_app()
 
         async def recording(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
@@ -386,6 +396,266 @@ async def test_startup_failures_do_not_raise():
     await connector.aclose()
 
 
+# -- engine names and classification: never by listing order --------------------------
+
+
+def _named_tools(names: list[str], ran: list[str]) -> Callable[[HttpServer], MCPServer]:
+    """A server listing ``names`` in that order; each tool records that it ran. A tool
+    called ``echo_key`` answers with the X-Api-Key header its request carried."""
+
+    def build(http: HttpServer) -> MCPServer:
+        server = MCPServer("larkgate-named-tools", log_level="WARNING")
+        for name in names:
+            server.add_tool(_recording_tool(name, ran, http), name=name, description=name)
+        return server
+
+    return build
+
+
+def _recording_tool(name: str, ran: list[str], http: HttpServer) -> Callable[..., str]:
+    def tool(text: str = "") -> str:
+        ran.append(name)
+        if name == "echo_key":
+            key = http.headers[-1].get(b"x-api-key", b"").decode()
+            return f"you sent {key}; escaped {json.dumps(key)}"
+        return f"{name} ran"
+
+    return tool
+
+
+async def _serving(
+    tools: list[str], servers: list[dict[str, Any]], ran: list[str] | None = None
+) -> tuple[MCP, HttpServer]:
+    """One in-process server listing ``tools``; MCP connector entries for it (url filled)."""
+    http = HttpServer(build=_named_tools(tools, ran if ran is not None else []))
+    await http.start()
+    settings = MCPSettings.model_validate({"servers": [{"url": http.url, **s} for s in servers]})
+    connector = MCP(settings, ConnectorContext())
+    await connector.start()
+    return connector, http
+
+
+@module_loop
+@pytest.mark.parametrize(
+    "listing", [["docs.search", "docs_search"], ["docs_search", "docs.search"]]
+)
+async def test_a_destructive_tool_listed_first_cannot_take_a_read_name(listing, caplog):
+    # Before: the first listed took kb_docs_search and, named by the engine name in read,
+    # was classed read; docs.search (destructive) listed first became a read tool.
+    ran: list[str] = []
+    connector, http = await _serving(listing, [{"name": "kb", "read": ["kb_docs_search"]}], ran)
+    try:
+        assert _tools(connector) == {}
+        status = await connector.check()
+        assert not status.ok
+        assert status.detail == (
+            "kb: failed: tool name collision: kb's tool 'docs.search' and kb's tool"
+            " 'docs_search' all become the engine tool kb_docs_search; leave all but one out"
+            ' with exclude on server kb, e.g. exclude = ["docs.search"]'
+        )
+        assert "MCP server kb is off: tool name collision" in caplog.text
+        assert ran == []
+    finally:
+        await connector.aclose()
+        await http.stop()
+
+
+@module_loop
+async def test_lists_name_the_servers_own_tools_and_exclude_settles_a_clash(caplog):
+    caplog.set_level(logging.WARNING, logger="connectors.mcp")
+    ran: list[str] = []
+    servers = [
+        # An engine name in read does not make a tool read (it could name another tool).
+        {"name": "kb", "read": ["kb_docs_search"], "exclude": ["docs.search"]},
+        {"name": "kb2", "read": ["docs_search"], "exclude": ["docs.search"]},
+    ]
+    connector, http = await _serving(["docs.search", "docs_search"], servers, ran)
+    try:
+        tools = _tools(connector)
+        assert {name: tool.side_effect for name, tool in tools.items()} == {
+            "kb_docs_search": "write",
+            "kb2_docs_search": "read",
+        }
+        assert await _call(connector, "kb2_docs_search") == "docs_search ran"
+        assert ran == ["docs_search"]
+        assert "has no tool named 'kb_docs_search'" in caplog.text
+        assert "the lists take the server's own tool names, e.g. 'docs_search'" in caplog.text
+    finally:
+        await connector.aclose()
+        await http.stop()
+
+
+@module_loop
+@pytest.mark.parametrize("order", [1, -1])
+async def test_a_clash_across_servers_fails_both_whatever_their_order(order: int):
+    servers = [
+        {"name": "a", "read": ["b_x"]},
+        {"name": "a_b", "read": ["x"]},
+        {"name": "c", "read": ["x"]},
+    ]
+    one, other = HttpServer(build=_named_tools(["b_x"], [])), None
+    await one.start()
+    other = HttpServer(build=_named_tools(["x"], []))
+    await other.start()
+    settings = MCPSettings.model_validate(
+        {
+            "servers": [
+                {**servers[0], "url": one.url},
+                {**servers[1], "url": other.url},
+                {**servers[2], "url": other.url},
+            ][::order]
+        }
+    )
+    connector = MCP(settings, ConnectorContext())
+    await connector.start()
+    try:
+        assert set(_tools(connector)) == {"c_x"}
+        detail = (await connector.check()).detail
+        clash = (
+            "tool name collision: a's tool 'b_x' and a_b's tool 'x' both become the engine"
+            " tool a_b_x; give one of these servers another tool_prefix"
+        )
+        assert f"a: failed: {clash}" in detail and f"a_b: failed: {clash}" in detail
+        assert "c: up, 1 tools" in detail
+    finally:
+        await connector.aclose()
+        await one.stop()
+        await other.stop()
+
+
+@module_loop
+async def test_a_tool_may_not_take_a_built_in_tools_name():
+    servers = [
+        {"name": "web", "tool_prefix": "http", "read": ["get"]},
+        {"name": "calc", "tool_prefix": "", "read": ["calculator"]},
+    ]
+    http = HttpServer(build=_named_tools(["get", "calculator"], []))
+    await http.start()
+    settings = MCPSettings.model_validate({"servers": [{**s, "url": http.url} for s in servers]})
+    connector = MCP(settings, ConnectorContext())
+    await connector.start()
+    try:
+        assert _tools(connector) == {}
+        detail = (await connector.check()).detail
+        assert (
+            "web's tool 'get' would be the engine tool http_get, the name of a built-in http"
+            in (detail)
+        )
+        assert "calc's tool 'calculator' would be the engine tool calculator" in detail
+        assert "set another tool_prefix on calc" in detail
+    finally:
+        await connector.aclose()
+        await http.stop()
+
+
+@module_loop
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_a_tool_that_appears_at_a_reconnect_inherits_nothing(protocol: str):
+    # At start the server lists a read tool; restarted, it lists a destructive tool with
+    # the same engine name instead, and a new one.
+    ran: list[str] = []
+    server = {"name": "kb", "read": ["docs_search"], "protocol": protocol}
+    connector, http = await _serving(["docs_search"], [server], ran)
+    try:
+        assert await _call(connector, "kb_docs_search") == "docs_search ran"
+        await http.stop()
+        http = HttpServer(http.port, build=_named_tools(["docs.search", "purge"], ran))
+        await http.start()
+        # A legacy session is gone, so the call reconnects and sees the new list; a
+        # sessionless server is asked for the old tool by its own name and refuses.
+        refusal = (
+            "no longer lists the tool docs_search"
+            if protocol == "legacy"
+            else "Unknown tool: docs_search"
+        )
+        with pytest.raises(ToolError, match=refusal):
+            await _call(connector, "kb_docs_search")
+        assert ran == ["docs_search"]  # the destructive tool never ran
+        assert set(_tools(connector)) == {"kb_docs_search"}  # and nothing new is offered
+        assert _tools(connector)["kb_docs_search"].side_effect == "read"
+    finally:
+        await connector.aclose()
+        await http.stop()
+
+
+@module_loop
+async def test_a_servers_secrets_are_masked_in_results():
+    key = 'mcp-key-5f4e3d2c1b0a/"x'
+    connector, http = await _serving(
+        ["echo_key"], [{"name": "sec", "headers": {"X-Api-Key": key}, "read": ["echo_key"]}]
+    )
+    try:
+        text = await _call(connector, "sec_echo_key")
+        assert text == 'you sent ***; escaped "***"'
+    finally:
+        await connector.aclose()
+        await http.stop()
+
+
+def test_plan_names_unit():
+    names, failures = plan_names(
+        {"kb": ("kb", ["docs.search", "docs_search"]), "gh": ("gh", ["search.issues"])}, {}
+    )
+    assert names == {"gh": {"search.issues": "gh_search_issues"}}
+    assert set(failures) == {"kb"}
+    _, twice = plan_names({"kb": ("kb", ["a", "a"])}, {})
+    assert twice["kb"].endswith(
+        "lists the tool 'a' more than once; exclude = [\"a\"] leaves it out"
+    )
+    reserved = builtin_tool_names()
+    assert {"http_get", "http_post", "calculator", "current_time"} <= set(reserved)
+    assert reserved["http_get"] == "http"
+
+
+def test_built_in_names_read_from_source_match_the_real_tools():
+    # builtin_tool_names reads the @action declarations without importing the
+    # connectors: it must agree with what the classes really declare.
+    from connectors.base import _ACTION
+    from connectors.hub import BUILTIN, load_connector_class
+
+    declared: dict[str, str] = {}
+    for connector in set(BUILTIN) - {"mcp"}:
+        cls = load_connector_class(connector)
+        for attribute in dir(cls):
+            spec = getattr(getattr(cls, attribute, None), _ACTION, None)
+            if spec is not None:
+                declared[spec.name or attribute] = connector
+    assert declared and dict(builtin_tool_names()) == declared
+
+
+_remote_names = st.text(alphabet="ab._-/é", min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    listings=st.dictionaries(
+        st.sampled_from(["a", "a_b", "b"]),
+        st.lists(_remote_names, max_size=5),
+        min_size=1,
+    ),
+    data=st.data(),
+)
+def test_plan_names_does_not_depend_on_order(listings: dict[str, list[str]], data: Any):
+    prefixed = {server: (server, tools) for server, tools in listings.items()}
+    reserved = {"b_a": "http"}
+    names, failures = plan_names(prefixed, reserved)
+    shuffled_servers = data.draw(st.permutations(list(prefixed)))
+    shuffled = {s: (s, data.draw(st.permutations(prefixed[s][1]))) for s in shuffled_servers}
+    assert plan_names(shuffled, reserved) == (names, failures)
+    # Every engine name offered means exactly one server tool, never a built-in's name.
+    offered = [engine for tools in names.values() for engine in tools.values()]
+    assert len(offered) == len(set(offered))
+    assert not set(offered) & set(reserved)
+    # A server fails exactly when one of its tools shares its engine name with another.
+    for server, (prefix, tools) in prefixed.items():
+        mine = [engine_tool_name(prefix, t) for t in tools]
+        others = [
+            engine_tool_name(p, t) for s, (p, ts) in prefixed.items() if s != server for t in ts
+        ]
+        clash = len(mine) != len(set(mine)) or bool(set(mine) & (set(others) | set(reserved)))
+        assert (server in failures) == clash
+
+
 # -- settings, names, schemas, rendering -----------------------------------------------
 
 
@@ -411,6 +681,8 @@ def test_settings_shape():
         {"name": "x", "command": ["srv"], "read": ["t"], "write": ["t"]},
         {"name": "x y", "command": ["srv"]},
         {"name": "x", "command": ["srv"], "unknown": 1},
+        {"name": "x", "command": ["srv"], "read": ["t"], "exclude": ["t"]},
+        {"name": "x", "command": ["srv"], "tool_prefix": "a.b"},
     ]
     for server in bad:
         with pytest.raises(ValidationError):
@@ -421,17 +693,15 @@ def test_settings_shape():
         )
 
 
-def test_tool_names_are_sanitised_and_unique():
-    taken: set[str] = set()
-    assert tool_name("gh", "search.issues", taken) == "gh_search_issues"
-    taken.add("gh_search_issues")
-    clash = tool_name("gh", "search/issues", taken)
-    assert clash != "gh_search_issues" and clash.startswith("gh_search_issues_")
-    long = tool_name("server", "x" * 100, set())
+def test_engine_names_are_sanitised_from_the_tool_name_alone():
+    assert engine_tool_name("gh", "search.issues") == "gh_search_issues"
+    assert engine_tool_name("gh", "search/issues") == "gh_search_issues"  # a clash, not renamed
+    long = engine_tool_name("server", "x" * 100)
     assert len(long) == 64
-    assert long != tool_name("server", "x" * 99, set())
-    assert tool_name("", "plain", set()) == "plain"
-    for name in (clash, long, tool_name("p", "日本語 tool", set())):
+    assert long != engine_tool_name("server", "x" * 99)
+    assert long == engine_tool_name("server", "x" * 100)
+    assert engine_tool_name("", "plain") == "plain"
+    for name in (long, engine_tool_name("p", "日本語 tool"), engine_tool_name("", "")):
         Tool(name, "d", {"type": "object"}, handler=_noop)  # the engine accepts it
 
 
