@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .webhook import Challenge, Refused, VerifiedEvent, WebhookVerifier
 
@@ -70,13 +71,11 @@ def card_handler(
 async def _open(
     request: web.Request, verifier: WebhookVerifier
 ) -> Challenge | VerifiedEvent | web.Response:
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        return web.json_response({"msg": "body too large"}, status=413)
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return web.json_response({"msg": "body too large"}, status=413)
-    opened = verifier.open(body, request.headers)
+    body = await _read_bounded(request)
+    if isinstance(body, Refused):
+        opened: Challenge | VerifiedEvent | Refused = body
+    else:
+        opened = verifier.open(body, request.headers)
     if isinstance(opened, Refused):
         logger.warning(
             "refused %s from %s: %s (HTTP %d)",
@@ -87,3 +86,32 @@ async def _open(
         )
         return web.json_response({"msg": opened.reason}, status=opened.status)
     return opened
+
+
+async def _read_bounded(request: web.Request) -> bytes | Refused:
+    """The body, or why it was not read: larger than MAX_BODY_BYTES (by Content-Length,
+    or while reading a chunked or compressed body that declares none), or broken.
+
+    Not ``request.read()``: its bound is the application's ``client_max_size``, which
+    is someone else's setting to raise.
+    """
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return Refused(413, "body too large")
+    body = bytearray()
+    try:
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return Refused(413, "body too large")
+    # A bad chunk header, undecodable Content-Encoding, or a client gone mid-body: the
+    # request is broken, not the server (left to aiohttp, each would log a traceback).
+    except (HttpProcessingError, web.RequestPayloadError) as exc:
+        return Refused(400, f"body unreadable: {_first_line(exc)}")
+    except ConnectionResetError:
+        return Refused(400, "body unreadable: the connection was lost")
+    return bytes(body)
+
+
+def _first_line(exc: Exception) -> str:
+    text = getattr(exc, "message", None) or str(exc)
+    return str(text).strip().splitlines()[0][:200] if str(text).strip() else type(exc).__name__

@@ -9,20 +9,30 @@ verification token, and a freshness window on the signed timestamp.
 
 The url_verification challenge may arrive encrypted and unsigned: it is answered on
 the strength of its verification token alone, as Feishu expects.
+
+Without an Encrypt Key Feishu signs nothing, so nothing but the verification token
+vouches for a push and no signed timestamp dates it. In that mode (refused at start-up
+unless LARKGATE_ALLOW_UNSIGNED_EVENTS=true) an envelope must carry a ``header.create_time``
+inside the same freshness window, which stops verbatim replays of captured pushes.
+
+Every body, and every decrypted payload, is parsed by ``untrusted_json.load_object``:
+size, depth and shape are checked before ``json.loads`` runs, and nothing it rejects
+raises past this module.
 """
 
 from __future__ import annotations
 
-import binascii
+import base64
 import hashlib
 import hmac
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lark_oapi.core.utils import AESCipher
+
+from .untrusted_json import UntrustedJson, load_object
 
 TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
 NONCE_HEADER = "X-Lark-Request-Nonce"
@@ -74,9 +84,9 @@ class WebhookVerifier:
         self._clock = clock
 
     def open(self, body: bytes, headers: Mapping[str, str]) -> Opened:
-        outer = _json_object(body)
-        if outer is None:
-            return Refused(400, "body is not a JSON object")
+        outer = _json_object(body, "body")
+        if isinstance(outer, Refused):
+            return outer
         encrypted = outer.get("encrypt")
         if encrypted is not None:
             payload = self._decrypt(encrypted)
@@ -101,13 +111,12 @@ class WebhookVerifier:
         if not isinstance(encrypted, str) or not encrypted:
             return Refused(400, "'encrypt' is not a non-empty string")
         try:
-            plaintext = self._cipher.decrypt_str(encrypted)
-        except (ValueError, binascii.Error, UnicodeDecodeError):
+            # Bytes, not decrypt_str(): the plaintext's UTF-8 is load_object's to check.
+            # (binascii.Error, for bad base64, is a ValueError; so are length and padding.)
+            plaintext = self._cipher.decrypt(base64.b64decode(encrypted))
+        except ValueError:
             return Refused(400, "body cannot be decrypted with the configured key")
-        payload = _json_object(plaintext.encode())
-        if payload is None:
-            return Refused(400, "decrypted body is not a JSON object")
-        return payload
+        return _json_object(plaintext, "decrypted body")
 
     def _challenge(self, payload: Mapping[str, Any]) -> Challenge | Refused:
         if not self._token_ok(payload.get("token")):
@@ -145,7 +154,20 @@ class WebhookVerifier:
             return Refused(401, "wrong or missing verification token")
         if not self._token_ok(header.get("token")):
             return Refused(401, "wrong or missing verification token")
+        if self._cipher is None:
+            refused = self._check_created(header)
+            if refused is not None:
+                return refused
         return _envelope_event(payload)
+
+    def _check_created(self, header: Mapping[str, Any]) -> Refused | None:
+        """Unsigned mode: the envelope's own timestamp stands in for the signed one."""
+        created = create_time_seconds(header.get("create_time"))
+        if created is None:
+            return Refused(400, "unsigned event without a readable header.create_time")
+        if abs(self._clock() - created) > self._max_age:
+            return Refused(401, "unsigned event's header.create_time is outside the window")
+        return None
 
     def _token_ok(self, token: object) -> bool:
         if not self._token or not isinstance(token, str):
@@ -160,9 +182,9 @@ def open_trusted(body: bytes) -> VerifiedEvent | Refused:
     nor signed (the connection was opened with the app secret), so there is nothing to
     verify: this only parses, exactly as ``WebhookVerifier`` does after its checks.
     """
-    payload = _json_object(body)
-    if payload is None:
-        return Refused(400, "payload is not a JSON object")
+    payload = _json_object(body, "payload")
+    if isinstance(payload, Refused):
+        return payload
     if "encrypt" in payload:
         return Refused(400, "encrypted payload where a plaintext envelope was expected")
     return _envelope_event(payload)
@@ -179,9 +201,28 @@ def _envelope_event(payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
     return VerifiedEvent(payload, event_type, event_id if isinstance(event_id, str) else "")
 
 
-def _json_object(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+def create_time_seconds(raw: object) -> float | None:
+    """``header.create_time`` in seconds, or None when it is not a timestamp.
+
+    Feishu writes it as a string of digits: milliseconds for events (13 digits),
+    microseconds for card callbacks (16 digits). The unit is read off the magnitude;
+    a forger gains nothing by choosing one, since every reading must land in the window.
+    """
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 20:
+        value = int(raw)
+    elif isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        value = raw
+    else:
         return None
-    return value if isinstance(value, dict) else None
+    if value >= 10**14:
+        return value / 1_000_000
+    if value >= 10**11:
+        return value / 1_000
+    return float(value)
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any] | Refused:
+    try:
+        return load_object(raw)
+    except UntrustedJson as exc:
+        return Refused(400, f"{what} is not a JSON object we accept: {exc}")

@@ -1,0 +1,111 @@
+"""Parsing JSON nobody vouches for: one exception for every way a body can be bad, and a
+depth pre-scan that agrees with a parser on valid JSON (property-based)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.feishu.untrusted_json import MAX_DEPTH, UntrustedJson, check_shape, load_object
+
+FAST = settings(max_examples=300, deadline=None, derandomize=True)
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8"), max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=40,
+)
+
+
+def depth_of(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((depth_of(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((depth_of(v) for v in value.values()), default=0)
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),
+        (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested deeper|strings"),
+        (b'{"a": "' + b"[" * 100_000 + b'"}', None),  # brackets inside a string are text
+        (b'{"a": 1e999}', "out of range"),
+        (b'{"a": NaN}', "not JSON"),
+        (b'{"a": -Infinity}', "not JSON"),
+        (b'{"a": ' + b"9" * 5_000 + b"}", "too many digits"),
+        (b'{"a": 1, "a": 2}', "repeats a key"),
+        (b'{"a": "\\ud800"}', "lone surrogate"),
+        (b'{"a": "\xff"}', "not UTF-8"),
+        (b"", "empty"),
+        (b"  \n ", "empty"),
+        (b"[1, 2]", "an array"),
+        (b'"text"', "a string"),
+        (b"null", "null"),
+        (b'{"a": ', "invalid JSON"),
+        (b'{"a": 1}{"b": 2}', "invalid JSON"),
+        (b'{"a": "x"' + b', "b": "y"' * 25_000 + b"}", "strings"),
+    ],
+)
+def test_every_bad_body_is_one_clear_refusal(raw: bytes, why: str | None):
+    if why is None:
+        assert load_object(raw) == {"a": "[" * 100_000}
+        return
+    with pytest.raises(UntrustedJson, match=why):
+        load_object(raw)
+
+
+def test_the_pre_scan_is_cheap_for_a_typical_event_and_a_hostile_mebibyte():
+    """Not a timing assertion: a sanity check that prints what the ACK path pays."""
+    typical = json.dumps({"schema": "2.0", "header": {"event_id": "e"}, "x": "y" * 2_000}).encode()
+    hostile = b"[" * 500_000 + b"]" * 500_000
+    for name, raw in (("2 KB event", typical), ("1 MiB of brackets", hostile)):
+        began = time.perf_counter()
+        for _ in range(20):
+            check_shape(raw)
+        print(f"\ncheck_shape on a {name}: {(time.perf_counter() - began) / 20 * 1e6:.0f} µs")
+
+
+@FAST
+@given(value=json_values)
+def test_the_depth_scan_agrees_with_the_parser_on_valid_json(value):
+    raw = json.dumps({"v": value}, ensure_ascii=False).encode()
+    deep = depth_of({"v": value}) > MAX_DEPTH
+    assert (check_shape(raw) is not None) == deep or "strings" in (check_shape(raw) or "")
+
+
+@FAST
+@given(levels=st.integers(1, 3 * MAX_DEPTH), kind=st.sampled_from(["[]", "{}"]))
+def test_nesting_past_the_limit_is_refused_and_below_it_parses(levels, kind):
+    inner = (
+        b"[" * levels + b"]" * levels if kind == "[]" else b'{"a":' * levels + b"1" + b"}" * levels
+    )
+    raw = b'{"v": ' + inner + b"}"
+    if levels + 1 > MAX_DEPTH:
+        with pytest.raises(UntrustedJson, match="nested deeper"):
+            load_object(raw)
+    else:
+        assert isinstance(load_object(raw), dict)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(raw=st.binary(max_size=600) | st.text(max_size=300).map(str.encode))
+def test_random_bytes_give_a_dict_or_untrusted_json_never_anything_else(raw):
+    try:
+        value = load_object(raw)
+    except UntrustedJson as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert isinstance(value, dict)
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()  # safe to store
