@@ -400,6 +400,10 @@ def start_server(
         "LLM_BASE_URL": "http://127.0.0.1:9/v1",  # never called: the agent is a no-op
         "LLM_MODEL": "instant",
         "LARKGATE_MAX_CONCURRENT_RUNS": os.environ.get("BENCH_RUNS", "16"),
+        # Off, as before the default turned on: every message has a sender of its own, so
+        # none would be refused, but each would cost a rate-limit write to the database,
+        # and the bench keeps measuring the workload its published numbers measured.
+        "LARKGATE_RATE_LIMIT_PER_MINUTE": "0",
     }
     if PROFILE:
         env["BENCH_CPROFILE"] = str(workdir / f"{owner}.prof")

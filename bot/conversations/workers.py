@@ -5,6 +5,12 @@ message that arrives while its conversation has a run in progress does not queue
 behind it: it joins that run through the run's ``InterruptQueue`` (the agent reads it
 at its next safe point), and the run's owner is told so it can record the message as
 answered by that run. Different conversations run concurrently, up to a global limit.
+
+What joins one run is bounded (``join_limits``: messages and characters, the rule the
+agent reads its interrupts by), so a flood of messages cannot grow one request past
+what the model accepts. A message the run has no room for waits in the conversation's
+queue, in order, for a later turn; past ``max_waiting`` waiting messages it is refused
+(``submit`` says so, and the caller tells the sender). None is dropped silently.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bot.engine import InterruptQueue
+from bot.engine.interrupts import InterruptAllowance, InterruptLimits
+
+from .slots import RunSlot
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +52,45 @@ class Turn:
     # After close(): no more joining; joined messages the run never read go here.
     closed: bool = False
     unread: list[Job] = field(default_factory=list)
+    # The run's slot among the bot's concurrent runs (given up while a human decides).
+    slot: RunSlot | None = None
+    # What is left of the joining limits (made at the first join: the turn is built
+    # without them), and the length of the question while the run has not begun.
+    allowance: InterruptAllowance | None = None
+    question_chars: int | None = None
+
+    def join(self, job: Job, limits: InterruptLimits | None = None) -> bool:
+        """Add ``job`` to this run if it is still open and ``limits`` leave room for it.
+
+        Counted like the agent counts what it reads, so a message let in here is one
+        the run can read; every joined message is read by the run or handed back by
+        ``close``.
+        """
+        if self.closed:
+            return False
+        text = job.text.strip()
+        if limits is not None:
+            if self.allowance is None:
+                self.allowance = InterruptAllowance(limits)
+            if not self.allowance.admits(text):
+                return False
+            if not self.interrupts.running and not self._fits_question(text, limits):
+                return False
+            self.allowance.take(text)
+        self.joined.append(job)
+        self.interrupts.put_nowait(job.text)
+        return True
+
+    def _fits_question(self, text: str, limits: InterruptLimits) -> bool:
+        """Before the run begins, what joins is added to its question (one line each),
+        which the agent cuts past ``message_cap``: only what keeps it whole may join."""
+        if self.question_chars is None:
+            self.question_chars = len(self.job.text)
+        grown = self.question_chars + 1 + len(text)
+        if grown > limits.message_cap:
+            return False
+        self.question_chars = grown
+        return True
 
     def close(self) -> list[Job]:
         """End joining (the agent has stopped reading interrupts).
@@ -72,7 +120,8 @@ class StopResult:
     dropped: tuple[Job, ...] = ()
 
 
-Submitted = Literal["queued", "joined"]
+# "refused": the conversation has ``max_waiting`` messages waiting already.
+Submitted = Literal["queued", "joined", "refused"]
 
 
 class ConversationLock(Protocol):
@@ -88,21 +137,36 @@ class ConversationLock(Protocol):
 
 
 class ConversationWorkers:
-    def __init__(self, max_concurrent_runs: int, *, lock: ConversationLock | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrent_runs: int,
+        *,
+        lock: ConversationLock | None = None,
+        join_limits: InterruptLimits | None = None,
+        max_waiting: int | None = None,
+    ) -> None:
+        # What one run takes in from messages that join it; None: no limit.
+        self._join_limits = join_limits
+        # Messages of one conversation that may wait for a later turn; None: no limit.
+        self._max_waiting = max_waiting
         self._lock = lock
         self._lanes: dict[str, _Lane] = {}
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._closing = False
 
     def submit(self, job: Job) -> Submitted:
-        """Queue ``job``, or hand it to the run in progress in its conversation."""
+        """Hand ``job`` to the run in progress in its conversation if it has room, else
+        queue it for a later turn; "refused" when too many wait already."""
         if self._closing:
             raise RuntimeError("workers are shutting down")
         lane = self._lanes.setdefault(job.key, _Lane())
-        if lane.turn is not None and not lane.turn.closed:
-            lane.turn.joined.append(job)
-            lane.turn.interrupts.put_nowait(job.text)
+        # Only when nothing waits: a message joining ahead of older waiting ones would
+        # be answered before them.
+        if lane.turn is not None and not lane.queue and lane.turn.join(job, self._join_limits):
             return "joined"
+        busy = lane.turn is not None or bool(lane.queue)  # an idle conversation always starts
+        if busy and self._max_waiting is not None and len(lane.queue) >= self._max_waiting:
+            return "refused"
         lane.queue.append(job)
         if lane.task is None or lane.task.done():
             lane.task = asyncio.get_running_loop().create_task(
@@ -170,8 +234,12 @@ class ConversationWorkers:
                         # arrive here join this turn, as they would while it waits for a slot.
                         await self._lock.acquire(key)
                         locked = True
-                    async with self._slots:
+                    turn.slot = slot = RunSlot(self._slots)
+                    await slot.acquire()
+                    try:
                         await job.run(turn)
+                    finally:
+                        slot.release()
                 except Exception:
                     logger.exception("conversation %s: job %s failed", key, job.message_id)
                 finally:

@@ -25,7 +25,7 @@ from .env import (
 from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
 from .executor import ExecutorLimits, ToolExecutor
 from .hooks import HookChain, RunContext
-from .interrupts import InterruptQueue
+from .interrupts import InterruptLimits, InterruptQueue, cap_text
 from .llm import LLM
 from .loop import RunLoop
 from .messages import Message
@@ -56,6 +56,8 @@ class ReActAgent:
 
     Hooks (``pre_tool_use`` / ``post_tool_use``) run around every tool call of every
     run of this agent. ``context_budget`` is the ContextGuard's token budget.
+    ``interrupt_limits`` bound the pinned user text of a run: what it reads from its
+    interrupt queue, and the question itself (cut, with a note, past the message cap).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class ReActAgent:
         max_observation_chars: int = 32_000,
         selection_threshold: int = 12,
         max_selected_tools: int = 6,
+        interrupt_limits: InterruptLimits | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -92,6 +95,7 @@ class ReActAgent:
         self.context_budget = context_budget or DEFAULT_CONTEXT_BUDGET
         self.selection_threshold = selection_threshold
         self.max_selected_tools = max_selected_tools
+        self.interrupt_limits = interrupt_limits or InterruptLimits()
         self.limits = ExecutorLimits(tool_timeout, max_parallel_tools, max_observation_chars)
         self.settings = LoopSettings(
             max_iterations=max_iterations,
@@ -125,11 +129,13 @@ class ReActAgent:
         the task that awaits ``run`` from outside propagates as usual.
         """
         started = time.perf_counter()
+        # The question is pinned (it survives compaction): bounded here, where it is made.
+        query = self._pinned(query)
         run = RunContext(run_id or uuid.uuid4().hex, query, deps)
         sink = EventSink(on_event)
         task = asyncio.current_task()
         if interrupt_queue is not None and task is not None:
-            interrupt_queue.bind(task)
+            interrupt_queue.bind(task, self.interrupt_limits)
         loop = self._new_loop(query, run, sink, interrupt_queue)
         try:
             await self._prepare(loop, query, history, run, sink)
@@ -179,13 +185,18 @@ class ReActAgent:
         """
         sink = EventSink(on_event)
         try:
-            async for delta in synthesize(self.llm, query, result, fallback=fallback):
+            # The question as the run saw it, so both phases read the same text.
+            pinned = self._pinned(query)
+            async for delta in synthesize(self.llm, pinned, result, fallback=fallback):
                 sink.emit(AnswerEvent(delta))
                 yield delta
         finally:
             await sink.aclose()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _pinned(self, query: str) -> str:
+        return cap_text(query, self.interrupt_limits.message_cap)
 
     async def _prepare(
         self,

@@ -11,13 +11,20 @@ Compaction summarises the oldest turns with one LLM call (a mechanical summary i
 that call fails) and keeps, in their original order: the system prompt, every pinned
 message verbatim, and the most recent turns. An assistant message that requested
 tools is never separated from its results.
+
+``fit`` is the last check before a request is sent: pinned text is bounded where it
+is made (``interrupts.InterruptLimits``), but when pinned messages alone are over the
+budget (a small budget, a calibrated estimate), compaction cannot help, and an
+oversize request would only fail at the provider. ``fit`` then cuts text, with no model
+call, so the request is under the budget: unpinned results first, then the oldest
+pinned interrupts, then the question, each with a note of how much was cut.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from .llm import LLM
@@ -29,6 +36,10 @@ MESSAGE_OVERHEAD_TOKENS = 4
 # Each message in the summarisation prompt is cut to this, so the prompt stays small.
 SUMMARY_INPUT_CHARS_PER_MESSAGE = 1500
 TRUNCATION_NOTE = "\n[... cut to fit the context budget]"
+# What ``fit`` leaves of a message it cuts; says how much went, so the model knows.
+FIT_NOTE = "\n[... {cut:,} characters cut to fit the context budget]"
+# The least ``fit`` leaves of a message, so the model still sees what it was about.
+FIT_MIN_KEPT_CHARS = 200
 
 _SUMMARY_SYSTEM = (
     "You compress the working history of an AI assistant that is using tools to answer a "
@@ -122,6 +133,43 @@ class ContextGuard:
 
     def needs_compaction(self, messages: list[Message]) -> bool:
         return self.tokens(messages) > self.budget * self.compact_at
+
+    def fit(self, messages: list[Message]) -> Compaction | None:
+        """``messages`` cut to the budget with no model call; None when they fit already.
+
+        In order, until the estimate is under the budget: the largest unpinned tool
+        results and user texts, the oldest pinned interrupts, the question, then any
+        other message, longest first. The system prompt and tool-call arguments are
+        never cut, and no message is removed, so tool calls keep their results. The
+        result is tracked with the same calibration (what the model reported beyond
+        the estimate still applies to the smaller request).
+        """
+        before = self.tokens(messages)
+        if before <= self.budget:
+            return None
+        raised = self._calibration
+        # Comfortably below the compaction threshold, as compaction aims, or the next
+        # iteration cuts again; the calibration is part of every request's cost.
+        target = max(0, self._trim_target - raised)
+        fitted = list(messages)
+        _trim_to_budget(fitted, target)
+        for order in (_pinned_interrupts(fitted), _questions(fitted), _longest_first(fitted)):
+            if _cut_in_order(fitted, order, target):
+                break
+        if fitted == messages:
+            return None
+        counts = [message_tokens(m) for m in fitted]
+        after = sum(counts)
+        self._tracked, self._counts, self._total = fitted, counts, after
+        self._calibration = raised
+        if after + raised > self.budget:
+            logger.warning(
+                "context still over budget after cutting: ~%d of %d tokens (system prompt "
+                "and tool calls are never cut)",
+                after + raised,
+                self.budget,
+            )
+        return Compaction(fitted, before, after + raised, 0, False, Usage())
 
     async def compact(
         self, messages: list[Message], llm: LLM, *, aggressive: bool = False
@@ -254,3 +302,52 @@ def _trim_to_budget(messages: list[Message], budget: int) -> list[Message] | Non
         excess -= counts[i] - message_tokens(messages[i])
         changed = True
     return messages if changed else None
+
+
+def _pinned_interrupts(messages: Sequence[Message]) -> list[int]:
+    """The user's interrupts, oldest first: the newest says most about what they want now."""
+    return [i for i, m in enumerate(messages) if m.pinned and m.kind == "interrupt"]
+
+
+def _questions(messages: Sequence[Message]) -> list[int]:
+    return [i for i, m in enumerate(messages) if m.kind == "query"]
+
+
+def _longest_first(messages: Sequence[Message]) -> list[int]:
+    candidates = (i for i, m in enumerate(messages) if m.role != "system")
+    return sorted(candidates, key=lambda i: len(messages[i].content), reverse=True)
+
+
+def _cut_in_order(messages: list[Message], order: Iterable[int], target: int) -> bool:
+    """Cut the messages at ``order`` one after another until the total fits ``target``."""
+    total = sum(message_tokens(m) for m in messages)
+    for i in order:
+        if total <= target:
+            return True
+        before = message_tokens(messages[i])
+        messages[i] = _cut_message(messages[i], before - (total - target))
+        total -= before - message_tokens(messages[i])
+    return total <= target
+
+
+def _cut_message(message: Message, tokens: int) -> Message:
+    """``message`` with its text cut (beginning kept) to cost at most ``tokens``, or as
+    close to that as ``FIT_MIN_KEPT_CHARS`` allows; the message itself when it cannot shrink."""
+    text = message.content
+    if len(text) <= FIT_MIN_KEPT_CHARS or message_tokens(message) <= tokens:
+        return message
+
+    def cut(keep: int) -> Message:
+        return replace(message, content=text[:keep] + FIT_NOTE.format(cut=len(text) - keep))
+
+    # The longest beginning that fits: the estimate is monotonic in the kept length.
+    low, high = FIT_MIN_KEPT_CHARS, len(text) - 1
+    if message_tokens(cut(low)) > tokens:
+        return cut(low)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if message_tokens(cut(middle)) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return cut(low)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .context_guard import ContextGuard
+from .context_guard import Compaction, ContextGuard
 from .events import CompactEvent, EventSink
 from .executor import ToolExecutor
 from .interrupts import InterruptQueue
@@ -102,6 +102,10 @@ class RunLoop:
             else None
         )
         for attempt in range(2):
+            # The last check before the request leaves, on everything it carries (this
+            # iteration's tool results, merged interrupts): what compaction could not
+            # bring under the budget (pinned text) is cut to it rather than sent.
+            self._fit_budget()
             sent = len(self.context)
             try:
                 response = await self.llm.chat(
@@ -131,6 +135,15 @@ class RunLoop:
         compaction = await self.guard.compact(self.context, self.llm, aggressive=force)
         if compaction is None:
             return False
+        self._use(compaction)
+        return True
+
+    def _fit_budget(self) -> None:
+        fitted = self.guard.fit(self.context)
+        if fitted is not None:
+            self._use(fitted)
+
+    def _use(self, compaction: Compaction) -> None:
         self.context = compaction.messages
         self.usage += compaction.usage
         self.compactions += 1
@@ -142,7 +155,6 @@ class RunLoop:
                 compaction.summarized_by_model,
             )
         )
-        return True
 
     # -- native mode -------------------------------------------------------------------
 

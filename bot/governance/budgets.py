@@ -3,6 +3,9 @@
 Counted in the database, so they hold across processes. A message over a limit gets a
 clear answer instead of a run; the usage so far is shown in each answer's footer.
 Days run midnight to midnight in the configured time zone.
+
+Each limit counts only what it needs: the rate limit (on by default) counts messages
+a minute per sender; a run's tokens are counted only while a daily token budget is set.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -22,6 +26,14 @@ from .config import BudgetConfig
 logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a message does not start a run; ``tell``: reply with it (else it is recorded only)."""
+
+    text: str
+    tell: bool = True
 
 
 class Budgets:
@@ -41,36 +53,49 @@ class Budgets:
 
     @property
     def enabled(self) -> bool:
+        """Some limit is on (a rate limit or a token budget): messages are admitted by it."""
         return self._config.any
+
+    @property
+    def counts_tokens(self) -> bool:
+        """A daily token budget is on, so each run's tokens must be counted (a rate limit
+        alone needs no count of tokens: it counts messages in ``admit``)."""
+        return bool(self._config.user_daily_tokens or self._config.group_daily_tokens)
 
     def today(self) -> str:
         return datetime.fromtimestamp(self._clock(), self._zone).strftime("%Y-%m-%d")
 
-    async def admit(self, *, sender: str, chat_id: str, chat_type: str) -> str | None:
-        """None when the message may start a run; otherwise what to tell the sender."""
+    async def admit(self, *, sender: str, chat_id: str, chat_type: str) -> Refusal | None:
+        """None when the message may start a run; otherwise why not, and whether to say so."""
         config = self._config
         if config.messages_per_minute:
             window = int(self._clock()) // WINDOW_SECONDS * WINDOW_SECONDS
             count = await self._usage.hit(f"user:{sender}", window)
             if count > config.messages_per_minute:
-                return texts.RATE_LIMITED.format(limit=config.messages_per_minute)
+                # Told once a window (the first message over the limit, in whichever process
+                # counted it): a flood is not answered message by message, each reply being
+                # one more Feishu API call.
+                return Refusal(
+                    texts.RATE_LIMITED.format(limit=config.messages_per_minute),
+                    tell=count == config.messages_per_minute + 1,
+                )
         if not (config.user_daily_tokens or config.group_daily_tokens):
             return None
         used = await self._usage.usage(self.today(), _subjects(sender, chat_id, chat_type))
         user_limit, group_limit = config.user_daily_tokens, config.group_daily_tokens
         if user_limit and used.get(f"user:{sender}", 0) >= user_limit:
-            return texts.USER_BUDGET_SPENT.format(limit=user_limit, zone=self._zone_name)
+            return Refusal(texts.USER_BUDGET_SPENT.format(limit=user_limit, zone=self._zone_name))
         if group_limit and chat_type != "p2p" and used.get(f"group:{chat_id}", 0) >= group_limit:
-            return texts.GROUP_BUDGET_SPENT.format(limit=group_limit, zone=self._zone_name)
+            return Refusal(texts.GROUP_BUDGET_SPENT.format(limit=group_limit, zone=self._zone_name))
         return None
 
     async def record(self, *, sender: str, chat_id: str, chat_type: str, tokens: int) -> str:
         """Count a finished run's tokens; returns the usage line for the answer's footer."""
+        if not self.counts_tokens:
+            return ""  # no budget needs the count: nothing is written
         subjects = _subjects(sender, chat_id, chat_type)
         day = self.today()
         await self._usage.add(day, subjects, tokens=tokens, messages=1)
-        if not (self._config.user_daily_tokens or self._config.group_daily_tokens):
-            return ""
         used = await self._usage.usage(day, subjects)
         parts = []
         if self._config.user_daily_tokens:

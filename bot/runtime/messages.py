@@ -16,6 +16,7 @@ from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
 from bot.governance.admin import AdminCommands, AdminReply
+from bot.governance.budgets import Refusal
 from bot.store import Claim, ConversationStore, MessageLedger
 
 from . import texts
@@ -27,8 +28,14 @@ from .turns import TurnRunner
 logger = logging.getLogger(__name__)
 
 COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin")
+# The reply to a message its conversation had no room for: a run in progress has taken
+# in all it may, and as many messages as may wait for later turns are waiting.
+CONVERSATION_FULL = (
+    "I am still working through earlier messages in this conversation and too many are "
+    "waiting, so I did not take this one. Please send it again once I have answered."
+)
 # Says why a message may not start a run (rate limit, budget), or None.
-Admission = Callable[[InboundMessage], Awaitable[str | None]]
+Admission = Callable[[InboundMessage], Awaitable[Refusal | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +104,11 @@ class MessageHandler:
         if self._admit is not None and parsed.text.strip():
             refusal = await self._admit(parsed)
             if refusal is not None:
-                logger.info("message %s not run: %s", parsed.message_id, refusal)
-                await self._notice(parsed, refusal)
+                logger.info("message %s not run: %s", parsed.message_id, refusal.text)
+                if refusal.tell:
+                    await self._notice(parsed, refusal.text)
+                else:  # the sender was told already in this window
+                    await self._drop(parsed.message_id, f"refused: {refusal.text}")
                 return
         if not parsed.text.strip():
             # Only a mention, or a message type we cannot read.
@@ -107,6 +117,8 @@ class MessageHandler:
         job = Job(key, parsed.message_id, parsed.text, run=self._turns.runner_for(parsed, key))
         outcome = self._workers.submit(job)
         logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
+        if outcome == "refused":
+            await self._notice(parsed, CONVERSATION_FULL)
 
     def _ignore_reason(self, message: InboundMessage) -> str | None:
         if message.sender_type != "user":

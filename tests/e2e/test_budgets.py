@@ -215,13 +215,25 @@ async def test_group_budget_is_shared_by_the_group_and_not_by_direct_messages(
         assert "group today: 100/150" in footer(bot, "om_b2")
 
 
-async def test_budgets_are_off_by_default(bot):
+async def test_by_default_only_the_rate_limit_is_on_and_no_tokens_are_counted(bot):
     await answered(bot, "om_1", "hello")
     await answered(bot, "om_2", "and again")
-    assert not bot.services.governance.budgets.enabled
+    budgets = bot.services.governance.budgets
+    assert budgets.enabled and not budgets.counts_tokens
     assert "today" not in footer(bot, "om_2")
+    # The rate limit counts messages a minute; no budget needs a run's tokens counted.
     assert await count_rows(bot, UsageDailyRow.__table__) == 0
-    assert await count_rows(bot, RateWindowRow.__table__) == 0
+    assert 1 <= await count_rows(bot, RateWindowRow.__table__) <= 2  # one minute, or two
+
+
+async def test_with_every_limit_off_nothing_is_counted(tmp_path, feishu, llm_server):
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_rate_limit_per_minute=0)
+    async with running_bot(settings, feishu, llm_server) as bot:
+        await answered(bot, "om_1", "hello")
+        await answered(bot, "om_2", "and again")
+        assert not bot.services.governance.budgets.enabled
+        assert await count_rows(bot, UsageDailyRow.__table__) == 0
+        assert await count_rows(bot, RateWindowRow.__table__) == 0
 
 
 async def test_the_streamed_answer_counts_against_the_budget(tmp_path, feishu, llm_server):
