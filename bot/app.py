@@ -23,6 +23,7 @@ from bot.config import Settings
 from bot.console import CONSOLE, Console, add_console
 from bot.conversations import ConversationWorkers
 from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
+from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.config import FeishuConfig
@@ -31,6 +32,7 @@ from bot.feishu.long_connection import LongConnection
 from bot.feishu.routes import card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
+from bot.governance.budgets import Refusal
 from bot.governance.service import Governance, build_governance
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime.conversation_lock import SharedConversationLock
@@ -83,6 +85,8 @@ SERVICES = web.AppKey("services", Services)
 EVENT_MODE = web.AppKey("event_mode", str)
 # Set in ws mode (FEISHU_EVENT_MODE=ws) once the long connection is started.
 LONG_CONNECTION = web.AppKey("long_connection", LongConnection)
+# What /healthz reports under "warnings": settings that work but weaken the bot.
+STARTUP_WARNINGS = web.AppKey("startup_warnings", tuple)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,10 @@ def create_app(
     owner: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> web.Application:
+    # Webhook mode without an Encrypt Key: a SettingsError unless explicitly allowed.
+    unsigned_warning = settings.unsigned_events_warning()
+    if unsigned_warning is not None:
+        logger.warning("%s", unsigned_warning)
     overrides = Overrides(llm, tools, hooks, connectors, owner, clock)
     feishu_config = settings.feishu()
     verifier = WebhookVerifier(
@@ -140,6 +148,7 @@ def create_app(
     add_console(app, settings.larkgate_console_token.get_secret_value())
     app.cleanup_ctx.append(_lifecycle(settings, overrides, metrics))
     app[EVENT_MODE] = settings.feishu_event_mode
+    app[STARTUP_WARNINGS] = (unsigned_warning,) if unsigned_warning else ()
     if settings.feishu_event_mode == "ws":
         # After the lifecycle (services are ready), so it is closed before them.
         app.cleanup_ctx.append(_long_connection(feishu_config, on_event, on_card))
@@ -193,12 +202,17 @@ def _lifecycle(
             owner=me,
             spawn=tasks.spawn,
             sweep_interval=max(1.0, runtime.claim_lease_seconds / 2),
+            # A signed request is accepted up to max_event_age either side of its timestamp.
+            replay_window_seconds=2 * runtime.max_event_age_seconds + 60,
             clock=clock,
             on_approval_outcome=metrics.approval_outcome,
         )
+        # Governance's hooks come last among those that may rewrite or hold a call: the
+        # approver sees the arguments that will run, and read-only mode is checked again
+        # right before the call runs (the call log only observes afterwards).
         hooks = [
-            *governance.hooks,
             *overrides.hooks,
+            *governance.hooks,
             CallLogHook(record_call, hub.connector_of, clock=clock),
         ]
         in_flight = InFlight()
@@ -210,12 +224,29 @@ def _lifecycle(
             ),
             renew_every=runtime.claim_lease_seconds / 3,
         )
-        workers = ConversationWorkers(runtime.max_concurrent_runs, lock=conversation_lock)
+        # One rule for what may join a run and what the run reads (DESIGN §3, interrupts).
+        interrupt_limits = InterruptLimits(
+            max_messages=runtime.interrupts_per_run,
+            max_chars=runtime.interrupt_chars_per_run,
+            max_message_chars=runtime.pinned_message_chars,
+        )
+        workers = ConversationWorkers(
+            runtime.max_concurrent_runs,
+            lock=conversation_lock,
+            join_limits=interrupt_limits,
+            max_waiting=runtime.queued_messages_per_conversation or None,
+        )
         budget = settings.llm().context_budget
 
         async def agent_factory() -> ReActAgent:
             offered = await governance.tools_for_run()
-            return ReActAgent(metered, offered, hooks=hooks, context_budget=budget)
+            return ReActAgent(
+                metered,
+                offered,
+                hooks=hooks,
+                context_budget=budget,
+                interrupt_limits=interrupt_limits,
+            )
 
         budgets = governance.budgets
 
@@ -227,7 +258,7 @@ def _lifecycle(
                 tokens=tokens,
             )
 
-        async def admit(message: InboundMessage) -> str | None:
+        async def admit(message: InboundMessage) -> Refusal | None:
             return await budgets.admit(
                 sender=message.sender_open_id, chat_id=message.chat_id, chat_type=message.chat_type
             )
@@ -248,7 +279,7 @@ def _lifecycle(
             in_flight=in_flight,
             owner=me,
             history_messages=runtime.history_messages,
-            record_usage=record_usage if budgets.enabled else None,
+            record_usage=record_usage if budgets.counts_tokens else None,
             clock=clock,
             on_run=metrics.run_finished,
             events=run_events,
@@ -302,6 +333,7 @@ def _lifecycle(
             loop.create_task(governance.waits.watch(), name="approval-decisions"),
             loop.create_task(governance.sweeper.run(), name="approval-sweeper"),
             loop.create_task(governance.budgets.purge_forever(), name="purge-usage"),
+            loop.create_task(_purge_replays(governance), name="purge-replays"),
         ]
         # lark-oapi alone leaves ~300k objects for the collector: a full collection
         # takes ~280 ms and would stall every request in flight. Everything built so far
@@ -341,6 +373,15 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     await services.database.dispose()
 
 
+async def _purge_replays(governance: Governance) -> None:
+    while True:
+        await asyncio.sleep(600)
+        try:
+            await governance.replays.purge()
+        except Exception:
+            logger.exception("purging the replay guard failed; retrying")
+
+
 def _long_connection(
     config: FeishuConfig,
     on_event: Callable[[VerifiedEvent], Awaitable[None]],
@@ -371,6 +412,8 @@ async def _healthz(request: web.Request) -> web.Response:
         "bot_open_id": services.identity.known if services else None,
         "in_flight": len(services.in_flight) if services else 0,
         "event_mode": request.app.get(EVENT_MODE, "webhook"),
+        # Degraded but running (e.g. unsigned events accepted): worth an alert, not a 503.
+        "warnings": list(request.app.get(STARTUP_WARNINGS, ())),
     }
     healthy = database_ok
     connection = request.app.get(LONG_CONNECTION)

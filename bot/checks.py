@@ -1,8 +1,9 @@
 """``larkgate check``: is this deployment able to work? Each check says what to fix.
 
-Validates the settings, fetches a tenant token and the bot's identity from Feishu,
-checks the app's permission scopes feature by feature, asks the model for a one-word
-answer, and reports each connector's status.
+Validates the settings (webhook mode without an Encrypt Key fails, or warns when
+LARKGATE_ALLOW_UNSIGNED_EVENTS allows it), fetches a tenant token and the bot's identity
+from Feishu, checks the app's permission scopes feature by feature, asks the model for a
+one-word answer, and reports each connector's status.
 
 Scopes. Feishu has no dry run, but its gateway checks an app's scopes before the call
 reaches the service behind it: a call the app lacks a scope for is refused with 99991672
@@ -180,6 +181,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
             "complete" if not missing else "missing: " + ", ".join(missing),
         )
     )
+    results.append(_event_signing(settings))
     try:
         governance = settings.governance()
         results.append(
@@ -193,6 +195,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         )
     except SettingsError as exc:
         results.append(CheckResult("governance", False, str(exc)))
+    results.append(_session_grants(settings))
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
         hub = await ConnectorHub.build(
             settings.connectors(),
@@ -209,6 +212,53 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         finally:
             await hub.aclose()
     return results
+
+
+SHARED_SCOPES = ("chat", "topic")  # conversations every member of a group (or topic) shares
+
+
+def _session_grants(settings: Settings) -> CheckResult:
+    """The "approve for this person here" button where group members share a conversation."""
+    name = "session grants"
+    try:
+        rules = settings.governance().rules
+        policy = settings.policy()
+    except SettingsError as exc:
+        return CheckResult(name, False, str(exc))
+    if not rules.session_grants:
+        return CheckResult(name, True, "off: every call that needs approval asks")
+    shared = [f"default scope {policy.scope}"] if policy.scope in SHARED_SCOPES else []
+    shared += [
+        f"group {chat_id} (scope {rule.scope})"
+        for chat_id, rule in sorted(policy.groups.items())
+        if rule.scope in SHARED_SCOPES
+    ]
+    if not shared:
+        return CheckResult(name, True, "on; group conversations are per sender")
+    return CheckResult(
+        name,
+        True,
+        "on in group conversations everyone shares ("
+        + ", ".join(shared)
+        + "): a grant covers only its requester and tool, but lets that person run the tool "
+        "with any arguments until /reset; set [approvals] session_grants = false in "
+        "larkgate.toml to make every call ask",
+        warn=True,
+    )
+
+
+def _event_signing(settings: Settings) -> CheckResult:
+    """How pushes are authenticated: what ``larkgate serve`` refuses, or warns about."""
+    name = "event signing"
+    try:
+        unsigned = settings.unsigned_events_warning()
+    except SettingsError as exc:
+        return CheckResult(name, False, str(exc))
+    if unsigned is not None:
+        return CheckResult(name, True, unsigned, warn=True)
+    if settings.feishu_event_mode == "ws":
+        return CheckResult(name, True, "not needed: events arrive over the long connection")
+    return CheckResult(name, True, "pushes are encrypted and signed (FEISHU_ENCRYPT_KEY)")
 
 
 async def _feishu(

@@ -27,6 +27,7 @@ from bot.governance.config import (
     BudgetConfig,
     GovernanceConfig,
 )
+from bot.governance.seal import derive_button_key
 from connectors.config import ConnectorsConfig, merge_environment
 
 GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
@@ -35,6 +36,23 @@ GROUP_SCOPES: tuple[GroupScope, ...] = ("chat", "chat_sender", "topic", "topic_s
 
 class SettingsError(Exception):
     """The settings are missing or invalid; the message says which and how to fix it."""
+
+
+_SET_A_KEY = (
+    "in the Feishu developer console, open the app's Events & Callbacks → Encryption "
+    "Strategy, set an Encrypt Key, and give larkgate the same value as FEISHU_ENCRYPT_KEY"
+)
+UNSIGNED_EVENTS_REFUSED = (
+    "FEISHU_ENCRYPT_KEY is not set, so Feishu would push events and card callbacks "
+    "unsigned: anyone who learns the verification token could forge them, and nothing "
+    f"dates them against replay. To fix it, {_SET_A_KEY}. (FEISHU_EVENT_MODE=ws needs no "
+    "key; LARKGATE_ALLOW_UNSIGNED_EVENTS=true accepts unsigned pushes anyway.)"
+)
+UNSIGNED_EVENTS_WARNING = (
+    "unsigned events accepted (LARKGATE_ALLOW_UNSIGNED_EVENTS=true, no FEISHU_ENCRYPT_KEY): "
+    "only the verification token and header.create_time vouch for a push; "
+    f"{_SET_A_KEY}"
+)
 
 
 class Settings(BaseSettings):
@@ -63,8 +81,14 @@ class Settings(BaseSettings):
     larkgate_port: int = Field(default=8000, ge=1, le=65535)
     larkgate_approval_ttl_seconds: int = Field(default=600, ge=1)
     larkgate_console_token: SecretStr = SecretStr("")
+    # The bot's public base URL (e.g. https://bot.example.com): links on cards to the web
+    # console, and the OAuth callback's address.
+    larkgate_public_url: str = ""
     larkgate_config: Path | None = None
     larkgate_max_event_age_seconds: int = Field(default=900, ge=1)
+    # Webhook mode without FEISHU_ENCRYPT_KEY means unsigned pushes: refused at start-up
+    # unless this is true (see unsigned_events_warning).
+    larkgate_allow_unsigned_events: bool = False
 
     # Operational knobs beyond DESIGN §4, with defaults that suit one process.
     larkgate_max_concurrent_runs: int = Field(default=8, ge=1)
@@ -74,6 +98,14 @@ class Settings(BaseSettings):
     larkgate_group_allowlist: Annotated[tuple[str, ...], NoDecode] = ()
     larkgate_group_scope: GroupScope = "chat"
     larkgate_history_messages: int = Field(default=20, ge=0)
+    # Flood bounds (pinned text survives compaction, so it is bounded where it is made):
+    # messages and characters that may join one run while it works, the pinned
+    # characters of any one message (the question too), and the messages of one
+    # conversation that may wait for later turns (0 = no limit; past it, refused).
+    larkgate_interrupts_per_run: int = Field(default=10, ge=1)
+    larkgate_interrupt_chars_per_run: int = Field(default=8_000, ge=200)
+    larkgate_pinned_message_chars: int = Field(default=8_000, ge=200)
+    larkgate_queued_messages_per_conversation: int = Field(default=20, ge=0)
     larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     larkgate_log_level: str = "INFO"
     # text (classic lines) or json (one object a line, for log shippers); see bot/logs.py.
@@ -89,7 +121,9 @@ class Settings(BaseSettings):
     # Time zone for times on cards and for when daily budgets reset.
     larkgate_timezone: str = "UTC"
     # Budgets, off at 0: messages a minute per user, tokens a day per user and per group.
-    larkgate_rate_limit_per_minute: int = Field(default=0, ge=0)
+    # The rate limit is on by default: 20 a minute is a message every 3 s for a whole
+    # minute, more than a person types, and caps what one sender (or a script) costs.
+    larkgate_rate_limit_per_minute: int = Field(default=20, ge=0)
     larkgate_user_daily_tokens: int = Field(default=0, ge=0)
     larkgate_group_daily_tokens: int = Field(default=0, ge=0)
 
@@ -115,6 +149,14 @@ class Settings(BaseSettings):
     def _no_trailing_slash(cls, value: str) -> str:
         # lark-oapi rejects a domain with a trailing slash; be forgiving here instead.
         return value.rstrip("/")
+
+    @field_validator("larkgate_public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError("must be the bot's base URL, e.g. https://bot.example.com")
+        return value
 
     # -- typed slices ------------------------------------------------------------------
 
@@ -154,6 +196,10 @@ class Settings(BaseSettings):
             history_messages=self.larkgate_history_messages,
             shutdown_grace_seconds=self.larkgate_shutdown_grace_seconds,
             max_event_age_seconds=self.larkgate_max_event_age_seconds,
+            interrupts_per_run=self.larkgate_interrupts_per_run,
+            interrupt_chars_per_run=self.larkgate_interrupt_chars_per_run,
+            pinned_message_chars=self.larkgate_pinned_message_chars,
+            queued_messages_per_conversation=self.larkgate_queued_messages_per_conversation,
         )
 
     def governance(self) -> GovernanceConfig:
@@ -174,7 +220,21 @@ class Settings(BaseSettings):
                 group_daily_tokens=self.larkgate_group_daily_tokens,
             ),
             timezone=self.larkgate_timezone,
+            button_key=derive_button_key(
+                self.feishu_app_secret.get_secret_value(),
+                self.feishu_encrypt_key.get_secret_value(),
+                self.feishu_verification_token.get_secret_value(),
+            ),
+            console_url=self.console_url(),
         )
+
+    def console_url(self) -> str | None:
+        """The web console's page: None when the console is off, "" when it is on but the
+        bot's public URL (LARKGATE_PUBLIC_URL) is not known."""
+        if not self.larkgate_console_token.get_secret_value():
+            return None
+        base = self.larkgate_public_url.rstrip("/")
+        return f"{base}/console" if base else ""
 
     def connectors(self, environ: Mapping[str, str] | None = None) -> ConnectorsConfig:
         """Connector sections from larkgate.toml with environment overrides on top."""
@@ -186,6 +246,19 @@ class Settings(BaseSettings):
         if self.http_connector_allowed_hosts:
             env.setdefault("HTTP_CONNECTOR_ALLOWED_HOSTS", self.http_connector_allowed_hosts)
         return ConnectorsConfig(merge_environment(sections, env), explicit)
+
+    def unsigned_events_warning(self) -> str | None:
+        """The warning to show when webhook pushes will arrive unsigned; None when they
+        are signed or come over the long connection (which needs no key).
+
+        Unsigned and not allowed (LARKGATE_ALLOW_UNSIGNED_EVENTS) is a SettingsError that
+        says what to set: nothing but the verification token would vouch for a push.
+        """
+        if self.feishu_event_mode != "webhook" or self.feishu_encrypt_key.get_secret_value():
+            return None
+        if not self.larkgate_allow_unsigned_events:
+            raise SettingsError(UNSIGNED_EVENTS_REFUSED)
+        return UNSIGNED_EVENTS_WARNING
 
     def missing_for_serve(self) -> list[str]:
         """The settings ``larkgate serve`` cannot run without."""
@@ -249,6 +322,10 @@ class RuntimeConfig:
     history_messages: int = 20
     shutdown_grace_seconds: float = 20.0
     max_event_age_seconds: int = 900
+    interrupts_per_run: int = 10
+    interrupt_chars_per_run: int = 8_000
+    pinned_message_chars: int = 8_000
+    queued_messages_per_conversation: int = 20  # 0: no limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +389,7 @@ def load_approval_rules(path: Path | None) -> ApprovalRules:
 
     [approvals]
     default = "write"          # write (tools not classified read) | always | never
+    session_grants = true      # offer "approve for this person here" (false: every call asks)
 
     [approvals.tools]
     sql_execute = "always"
@@ -325,11 +403,15 @@ def load_approval_rules(path: Path | None) -> ApprovalRules:
     if not isinstance(section, dict):
         raise SettingsError(f"{path}: [approvals] must be a table")
     # A misspelt key would silently drop the rules under it (e.g. an "always").
-    unknown = sorted(set(section) - {"default", "tools", "connectors"})
+    unknown = sorted(set(section) - {"default", "tools", "connectors", "session_grants"})
     if unknown:
         raise SettingsError(
-            f"{path}: unknown key approvals.{unknown[0]} (use default, tools and connectors)"
+            f"{path}: unknown key approvals.{unknown[0]} "
+            "(use default, session_grants, tools and connectors)"
         )
+    session_grants = section.get("session_grants", True)
+    if not isinstance(session_grants, bool):
+        raise SettingsError(f"{path}: approvals.session_grants must be true or false")
 
     def mode(value: object, where: str) -> ApprovalMode:
         if value not in APPROVAL_MODES:
@@ -346,6 +428,7 @@ def load_approval_rules(path: Path | None) -> ApprovalRules:
         default=mode(section.get("default", "write"), "approvals.default"),
         tools=table("tools"),
         connectors=table("connectors"),
+        session_grants=session_grants,
     )
 
 

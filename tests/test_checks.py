@@ -41,6 +41,8 @@ def settings_for(
         "feishu_app_id": feishu.app_id,
         "feishu_app_secret": feishu.app_secret,
         "feishu_verification_token": "vt",
+        # Signed pushes, as a deployment should have (without a key, "event signing" fails).
+        "feishu_encrypt_key": "ek",
         "feishu_domain": feishu.domain,
         "llm_base_url": llm.base_url,
         "llm_model": "fake-model",
@@ -89,7 +91,10 @@ async def test_failures_say_what_to_fix(fakes, tmp_path):
 
 async def test_all_scopes_present_every_feature_is_ok_and_nothing_is_sent(fakes, tmp_path, capsys):
     feishu, llm = fakes
-    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_ON)
+    # Per-sender group conversations: session grants draw no warning (see the test below).
+    settings = settings_for(
+        feishu, llm, tmp_path, connectors=TOOLS_ON, larkgate_group_scope="chat_sender"
+    )
     code, output = await check_command(settings, capsys)
     assert code == 0
     for feature in (*FEATURES, "events"):
@@ -211,3 +216,15 @@ async def test_without_the_scope_list_the_event_scopes_are_a_reminder(fakes, tmp
     assert "application:application:self_manage" in events.detail
     assert "im:message.p2p_msg:readonly" in events.detail
     assert "im:message.group_at_msg:readonly" in events.detail
+
+
+async def test_session_grants_in_shared_group_conversations_are_reported(fakes, tmp_path):
+    feishu, llm = fakes
+    shared = (await checks(settings_for(feishu, llm, tmp_path)))["session grants"]
+    assert shared.ok and shared.warn
+    assert "default scope chat" in shared.detail and "session_grants = false" in shared.detail
+    per_sender = settings_for(feishu, llm, tmp_path, larkgate_group_scope="chat_sender")
+    assert not (await checks(per_sender))["session grants"].warn
+    off = settings_for(feishu, llm, tmp_path, connectors="[approvals]\nsession_grants = false\n")
+    result = (await checks(off))["session grants"]
+    assert result.ok and not result.warn and "every call" in result.detail

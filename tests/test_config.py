@@ -142,8 +142,9 @@ def test_governance_defaults():
     assert governance.rules == ApprovalRules()
     assert governance.rules.default == "write"
     assert governance.approvers == ApproverRule("auto")
-    assert governance.budgets == BudgetConfig()
-    assert not governance.budgets.any
+    # The rate limit is on by default (20 messages a minute per user); token budgets are off.
+    assert governance.budgets == BudgetConfig(messages_per_minute=20)
+    assert governance.budgets.any
     assert governance.timezone == "UTC"
     assert governance.approval_ttl_seconds == 600.0
     assert governance.admins == frozenset()
@@ -191,6 +192,29 @@ def test_approval_rules_from_larkgate_toml(monkeypatch, tmp_path):
     assert rules.mode_for("custom", None) == "never"
 
 
+def test_session_grants_can_be_switched_off(monkeypatch, tmp_path):
+    assert load_settings().governance().rules.session_grants is True
+    _with_config(monkeypatch, tmp_path, "[approvals]\nsession_grants = false\n")
+    assert load_settings().governance().rules.session_grants is False
+
+
+def test_the_console_link_on_cards(monkeypatch):
+    assert load_settings().governance().console_url is None  # no console: no link
+    on = load_settings(larkgate_console_token="t")
+    assert on.governance().console_url == ""  # on, but its address is unknown
+    linked = load_settings(larkgate_console_token="t", larkgate_public_url="https://b.example/")
+    assert linked.governance().console_url == "https://b.example/console"
+    with pytest.raises(SettingsError, match="LARKGATE_PUBLIC_URL"):
+        load_settings(larkgate_public_url="bot.example.com")
+
+
+def test_buttons_are_sealed_with_a_key_every_replica_derives_alike():
+    one = load_settings(feishu_app_secret="s3cret").governance().button_key
+    assert one == load_settings(feishu_app_secret="s3cret").governance().button_key
+    assert one != load_settings(feishu_app_secret="other").governance().button_key
+    assert "s3cret" not in repr(load_settings(feishu_app_secret="s3cret").governance())
+
+
 def test_approval_rules_when_the_file_has_none(monkeypatch, tmp_path):
     from bot.governance.config import ApprovalRules
 
@@ -213,6 +237,7 @@ def test_approval_rules_when_the_file_has_none(monkeypatch, tmp_path):
         ("approvals = 3\n", "[approvals]"),
         # A misspelt table would silently drop its rules.
         ('[approvals.tool]\nsql_execute = "always"\n', "approvals.tool"),
+        ('[approvals]\nsession_grants = "no"\n', "approvals.session_grants"),
     ],
 )
 def test_a_bad_approval_rule_is_a_settings_error_naming_the_key(monkeypatch, tmp_path, text, named):

@@ -199,6 +199,7 @@ def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
         "decided_at": record.decided_at,
         "decided_by": record.decided_by,
         "note": record.note,
+        "side_effect": record.side_effect,
     }
 
 
@@ -215,17 +216,26 @@ async def _decide(request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
     result = await governance.console.decide(request.match_info["approval_id"], decision)
     record = _approval_json(result.record) if result.record is not None else None
-    status = {"decided": 200, "unknown": 404, "closed": 409, "forbidden": 403}[result.outcome]
+    status = {"decided": 200, "unknown": 404, "closed": 409, "forbidden": 403, "read_only": 409}[
+        result.outcome
+    ]
     body: dict[str, Any] = {"outcome": result.outcome, "approval": record}
     if result.outcome == "forbidden":
         body["error"] = "no admin (LARKGATE_ADMINS) may decide this approval"
+    if result.outcome == "read_only":
+        body["error"] = "read-only mode is on: the write's approval was cancelled instead"
     return web.json_response(body, status=status)
 
 
 async def _read_only(request: web.Request) -> web.Response:
     mode = await request.app[CONSOLE].governance.org.read_only()
     return web.json_response(
-        {"on": mode.on, "changed_by": mode.changed_by, "changed_at": mode.changed_at}
+        {
+            "on": mode.on,
+            "changed_by": mode.changed_by,
+            "changed_at": mode.changed_at,
+            "version": mode.version,
+        }
     )
 
 
@@ -288,9 +298,9 @@ async def _usage(request: web.Request) -> web.Response:
         {
             "day": day,
             "timezone": governance.config.timezone,
-            # Usage is counted only while a budget or rate limit is set (LARKGATE_*_TOKENS,
-            # LARKGATE_RATE_LIMIT_PER_MINUTE): with none, nothing is written per turn.
-            "counting": governance.budgets.enabled,
+            # Tokens are counted only while a daily token budget is set (LARKGATE_*_TOKENS);
+            # the rate limit counts messages a minute, not tokens.
+            "counting": governance.budgets.counts_tokens,
             "limits": {
                 "user_daily_tokens": budgets.user_daily_tokens,
                 "group_daily_tokens": budgets.group_daily_tokens,

@@ -1,9 +1,11 @@
 """The admin card: read-only mode at a glance, with one button to toggle it.
 
 A pure function of a small view model, like the approval card. The button carries
-``admin_button_value("read_only", "on"|"off")``; turning read-only on asks for
-confirmation first, turning it off does not. The card says when the mode last changed
-with the date, since that may be days ago.
+``admin_button_value("read_only", "on"|"off", version)`` plus the seal governance computed
+over it: the version the card was rendered for, so a stale card cannot switch a newer state,
+and a seal, so only a value this bot wrote switches anything. Turning read-only on asks for
+confirmation first, turning it off does not. The card says when the mode last changed with
+the date, since that may be days ago.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ class AdminCardView:
     # Card markdown written by our code (it may hold mentions), shown at the top after a
     # toggle, e.g. "Read-only mode turned on by <at id=ou_x></at>". Not escaped.
     notice: str | None = None
+    version: int = 0  # the mode's version this card shows (the toggle acts only on it)
+    seal: str = ""  # the seal of the toggle's value (bot.governance.seal)
 
 
-def admin_button_value(setting: str, value: str) -> dict[str, str]:
-    """The callback value of an admin button (``action.value`` in the click event)."""
-    return {"action": ADMIN_ACTION, "setting": setting, "value": value}
+def admin_button_value(setting: str, value: str, version: int) -> dict[str, str | int]:
+    """The callback value of an admin button (``action.value`` in the click event), before
+    its seal is added."""
+    return {"action": ADMIN_ACTION, "setting": setting, "value": value, "version": version}
 
 
 def admin_card(view: AdminCardView) -> dict[str, Any]:
@@ -48,7 +53,7 @@ def admin_card(view: AdminCardView) -> dict[str, Any]:
     elements.append(_markdown("changed", _changed(view)))
     admins = mentions(view.admins, shown=ADMINS_SHOWN) if view.admins else "none configured"
     elements.append(_markdown("admins", f"**Admins** {admins}"))
-    elements.append(_toggle(view.read_only))
+    elements.append(_toggle(view))
     return {
         "schema": "2.0",
         "config": {
@@ -75,7 +80,13 @@ def _changed(view: AdminCardView) -> str:
     return text
 
 
-def _toggle(read_only: bool) -> dict[str, Any]:
+def _toggle(view: AdminCardView) -> dict[str, Any]:
+    read_only = view.read_only
+    value: dict[str, Any] = admin_button_value(
+        READ_ONLY_SETTING, "off" if read_only else "on", view.version
+    )
+    if view.seal:
+        value["seal"] = view.seal
     button: dict[str, Any] = {
         "tag": "button",
         "element_id": "btn_read_only",
@@ -84,12 +95,7 @@ def _toggle(read_only: bool) -> dict[str, Any]:
             "tag": "plain_text",
             "content": "Turn read-only off" if read_only else "Turn read-only on",
         },
-        "behaviors": [
-            {
-                "type": "callback",
-                "value": admin_button_value(READ_ONLY_SETTING, "off" if read_only else "on"),
-            }
-        ],
+        "behaviors": [{"type": "callback", "value": value}],
     }
     if not read_only:
         button["confirm"] = {

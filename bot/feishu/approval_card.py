@@ -1,18 +1,20 @@
 """The approval card: what approvers see, as a pure function of a small view model.
 
 One card per approval, rewritten in place as the approval moves on: ``pending`` has
-three buttons (approve, approve for this conversation, deny); ``approved``, ``denied``,
-``expired`` and ``cancelled`` have none, a header colour per state and a line saying
-what happened, who acted and when. Every button carries
-``button_value(approval_id, decision)``, so a click is routed without other state.
+up to three buttons (approve, approve for this person here, deny); ``approved``,
+``denied``, ``expired`` and ``cancelled`` have none, a header colour per state and a line
+saying what happened, who acted and when. Every button carries
+``button_value(approval_id, decision)``, so a click is routed without other state (and
+governance checks that the click came from this approval's own card).
 
-Text from outside is data, never markdown. The arguments sit in a fenced code block
-they cannot close (runs of three or more backticks become lookalikes, ``<at`` tags are
-broken up) and are cut to a preview that says it was cut. Inline text (the model's
-reason, notes) is flattened to one line and HTML-escaped, which Feishu markdown shows
-literally (``&#42;`` is ``*``). Invisible and control characters show as ``\\uXXXX``,
-so a bidi override cannot disguise what a call does. Mentions are made only from
-well-formed open_ids, never ``all``.
+Text from outside is data, never markdown. The arguments are shown whole (see
+:mod:`bot.feishu.approval_arguments`): in code blocks they cannot close, in a collapsible
+panel when long, and when even that cannot hold them, with exactly how much is not shown
+and where to read it all; a call nobody can read whole has no approve buttons. Inline text
+(the model's reason, notes) is flattened to one line and HTML-escaped, which Feishu
+markdown shows literally (``&#42;`` is ``*``). Invisible and control characters show as
+``\\uXXXX``, so a bidi override cannot disguise what a call does. Mentions are made only
+from well-formed open_ids, never ``all``.
 
 The helpers ``mention``, ``format_time`` and ``escape_markdown`` are shared with
 :mod:`bot.feishu.admin_card`.
@@ -21,24 +23,25 @@ The helpers ``mention``, ``format_time`` and ``escape_markdown`` are shared with
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .approval_arguments import ShownArguments, arguments_elements, visible
+
 ApprovalState = Literal["pending", "approved", "denied", "expired", "cancelled"]
 
 APPROVAL_ACTION = "approval"  # the "action" field of every approval button value
 DECISIONS = ("approve", "approve_session", "deny")
 
-ARGUMENT_CHARS = 1500  # a markdown element drops text past a few thousand characters
-ARGUMENT_LINES = 40
 REASON_CHARS = 500
 NOTE_CHARS = 200
 TOOL_CHARS = 100
 APPROVERS_SHOWN = 10
+# A session grant covers the requester, the tool and the conversation: the label says whom.
+SESSION_LABEL = "Approve for this person here"
 
 _HEADERS: dict[str, tuple[str, str]] = {
     "pending": ("Approval needed", "orange"),
@@ -48,9 +51,7 @@ _HEADERS: dict[str, tuple[str, str]] = {
     "cancelled": ("Cancelled", "grey"),
 }
 _OPEN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_FENCE_RUN = re.compile(r"`{3,}")
 _AT_TAG = re.compile(r"<(?=/?at\b)", re.IGNORECASE)
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _MARKDOWN_ESCAPES = str.maketrans(
     {ch: f"&#{ord(ch)};" for ch in "&<>*_~`[]|\\"},
 )
@@ -60,7 +61,7 @@ _MARKDOWN_ESCAPES = str.maketrans(
 class ApprovalCardView:
     approval_id: str
     tool: str
-    arguments: str  # readable preview of the arguments (plain text, may be multi-line JSON)
+    arguments: str  # the whole arguments, readable (plain text, may be multi-line JSON)
     requester: str  # open_id of who asked
     reason: str | None  # the model's stated reason, if any
     approvers: tuple[str, ...]  # open_ids who may decide
@@ -71,6 +72,10 @@ class ApprovalCardView:
     session: bool = False  # approved for the rest of the conversation (same tool)
     note: str | None = None  # e.g. "the run was stopped", "the bot restarted"
     timezone: str = "UTC"  # IANA zone used to show times
+    # Where the whole call can be read when the card cannot hold it: the console's URL, ""
+    # (the console is on, its address unknown) or None (no console).
+    console_url: str | None = None
+    session_grants: bool = True  # offer "approve for this person here"
 
 
 def button_value(approval_id: str, decision: str) -> dict[str, str]:
@@ -80,20 +85,24 @@ def button_value(approval_id: str, decision: str) -> dict[str, str]:
 
 def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     """The card (JSON 2.0) for ``view``: post it when pending, PATCH it on every change."""
-    tool = _clip(_visible(" ".join(view.tool.split())), TOOL_CHARS) or "(unnamed tool)"
+    tool = _clip(visible(" ".join(view.tool.split())), TOOL_CHARS) or "(unnamed tool)"
     tool = _AT_TAG.sub("<\u200b", tool)
     title, template = _HEADERS.get(view.state, ("Closed", "grey"))
     if view.state == "approved" and view.session:
-        title = "Approved for this conversation"
+        title = "Approved for this person here"
+    shown = shown_arguments(view)
     elements = [
         _markdown("facts", _facts(view, tool)),
-        _markdown("args", _arguments(view.arguments)),
+        *shown.elements,
         _markdown("people", _people(view)),
     ]
     if view.state == "pending":
         if view.note:
             elements.append(_markdown("note", f"ℹ️ {_inline(view.note, NOTE_CHARS)}"))
-        elements.append(_buttons(view.approval_id))
+        approvable = approvable_from_card(view, shown)
+        if approvable and view.session_grants:
+            elements.append(_markdown("session_note", _session_note(view, tool)))
+        elements.append(_buttons(view.approval_id, approvable, view.session_grants))
     else:
         elements.append(_markdown("decision", _decision(view)))
     elements.append(_footer(f"Approval ID: {view.approval_id}"))
@@ -107,6 +116,18 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         },
         "body": {"direction": "vertical", "elements": elements},
     }
+
+
+def shown_arguments(view: ApprovalCardView) -> ShownArguments:
+    """How the card shows the call's arguments (whole, or how much is not shown)."""
+    return arguments_elements(view.arguments, console_url=view.console_url)
+
+
+def approvable_from_card(view: ApprovalCardView, shown: ShownArguments | None = None) -> bool:
+    """Whether the card may offer Approve: only when someone can read the whole call (on
+    the card, or in the console it links)."""
+    shown = shown if shown is not None else shown_arguments(view)
+    return shown.complete or view.console_url is not None
 
 
 # -- shared with the admin card ------------------------------------------------------------
@@ -147,15 +168,7 @@ def escape_markdown(text: str) -> str:
 
 def _inline(text: str, limit: int) -> str:
     """Outside text for one markdown line: flattened, visible, cut, then escaped."""
-    return escape_markdown(_clip(_visible(" ".join(text.split())), limit))
-
-
-def _visible(text: str, keep: str = "") -> str:
-    """Control, format and separator characters as ``\\uXXXX`` so they can be seen."""
-    return "".join(
-        f"\\u{ord(ch):04x}" if ch not in keep and unicodedata.category(ch) in _HIDDEN else ch
-        for ch in text
-    )
+    return escape_markdown(_clip(visible(" ".join(text.split())), limit))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -183,24 +196,6 @@ def _facts(view: ApprovalCardView, tool: str) -> str:
     return "\n".join(lines)
 
 
-def _arguments(arguments: str) -> str:
-    raw = arguments.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
-    head = "\n".join(raw[:ARGUMENT_CHARS].split("\n")[:ARGUMENT_LINES])
-    visible = _visible(head, keep="\n\t")
-    shown = visible[:ARGUMENT_CHARS]
-    cut = len(head) < len(raw) or len(shown) < len(visible)
-    if cut:
-        shown = shown.rstrip() + "…"
-    # Neither a fence nor a mention can be written from inside the block.
-    shown = _FENCE_RUN.sub(lambda match: "ˋ" * len(match.group()), shown)
-    shown = _AT_TAG.sub("<\u200b", shown)
-    language = "json" if shown.lstrip().startswith(("{", "[")) else ""
-    text = f"**Arguments**\n```{language}\n{shown or '(none)'}\n```"
-    if cut:
-        text += f"\n_Preview cut: the arguments are {len(raw):,} characters long._"
-    return text
-
-
 def _people(view: ApprovalCardView) -> str:
     lines = []
     if view.approvers:
@@ -217,7 +212,11 @@ def _decision(view: ApprovalCardView) -> str:
     if view.state == "cancelled":
         return f"⏹ Cancelled{by}{at}" + (f": {note}" if note else "")
     if view.state == "approved":
-        what = "✅ Approved for this conversation" if view.session else "✅ Approved"
+        what = (
+            f"✅ Approved for {mention(view.requester)} in this conversation"
+            if view.session
+            else "✅ Approved"
+        )
         line = f"{what}{by}{at}"
     elif view.state == "denied":
         line = f"❌ Denied{by}{at}"
@@ -229,12 +228,21 @@ def _decision(view: ApprovalCardView) -> str:
     return f"{line} — {note}" if note else line
 
 
-def _buttons(approval_id: str) -> dict[str, Any]:
-    buttons = [
-        ("btn_approve", "Approve", "primary_filled", "approve"),
-        ("btn_session", "Approve for this conversation", "default", "approve_session"),
-        ("btn_deny", "Deny", "danger", "deny"),
-    ]
+def _session_note(view: ApprovalCardView, tool: str) -> str:
+    return (
+        f"**{SESSION_LABEL}**: later `{tool.replace('`', 'ʼ')}` calls asked by "
+        f"{mention(view.requester)} in this conversation run without asking, until `/reset`. "
+        "Anyone else still gets a card."
+    )
+
+
+def _buttons(approval_id: str, approvable: bool, session_grants: bool) -> dict[str, Any]:
+    buttons = []
+    if approvable:
+        buttons.append(("btn_approve", "Approve", "primary_filled", "approve"))
+        if session_grants:
+            buttons.append(("btn_session", SESSION_LABEL, "default", "approve_session"))
+    buttons.append(("btn_deny", "Deny", "danger", "deny"))
     return {
         "tag": "column_set",
         "element_id": "actions",

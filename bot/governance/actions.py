@@ -1,36 +1,45 @@
 """Card button clicks: approval decisions and the admin card's read-only toggle.
 
 Feishu waits at most 3 s for the answer, so a click does one conditional update and
-answers with a toast and the card as it now is. Every path is idempotent: a second
-click, a redelivered callback or a stale card re-renders the recorded state and
-changes nothing. Only the people allowed to decide can decide.
+answers with a toast and the card as it now is. Every click is acted on once: its event
+id is remembered (in the database, for every replica) for the replay window, so the exact
+signed bytes posted again change nothing. A redelivered callback, a second click or a
+stale card re-renders the recorded state. Approval clicks take the one decision path
+(``ApprovalDecisions``); a toggle acts only when its value is sealed by this bot and was
+rendered for the mode's current version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bot.feishu.admin_card import ADMIN_ACTION
+from bot.feishu.admin_card import ADMIN_ACTION, READ_ONLY_SETTING
 from bot.feishu.approval_card import APPROVAL_ACTION
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 from bot.feishu.events import CardAction
 from bot.feishu.render import notice_card
-from bot.store.approvals import PENDING, ApprovalRecord, ApprovalStore
+from bot.store.approvals import ApprovalRecord
+from bot.store.replays import ReplayGuard
 
 from . import texts
 from .admin import AdminCommands, announcement
 from .cards import ApprovalCards
-from .config import GovernanceConfig
-from .waits import ApprovalWaits
+from .decisions import ApprovalDecisions, DecisionRequest, DecisionResult
 
 logger = logging.getLogger(__name__)
 
-DECISIONS = ("approve", "deny", "approve_session")
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
+
+_DECIDED = {
+    "approve": texts.APPROVED,
+    "approve_session": texts.APPROVED_SESSION,
+    "deny": texts.DENIED,
+}
 
 
 def toast(kind: str, content: str, card: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -44,23 +53,28 @@ class CardActions:
     def __init__(
         self,
         *,
-        config: GovernanceConfig,
-        approvals: ApprovalStore,
-        waits: ApprovalWaits,
+        decisions: ApprovalDecisions,
         cards: ApprovalCards,
         admin: AdminCommands,
+        replays: ReplayGuard,
+        replay_window_seconds: float,
         feishu: FeishuClient,
         spawn: Spawn,
     ) -> None:
-        self._config = config
-        self._approvals = approvals
-        self._waits = waits
+        self._decisions = decisions
         self._cards = cards
         self._admin = admin
+        self._replays = replays
+        self._replay_window = replay_window_seconds
         self._feishu = feishu
         self._spawn = spawn
 
     async def __call__(self, action: CardAction) -> dict[str, Any]:
+        if not await self._replays.first_sighting(
+            _replay_key(action), remember_seconds=self._replay_window
+        ):
+            logger.warning("card callback %s seen before: not acted on again", action.event_id)
+            return toast("info", texts.CLICK_ALREADY_HANDLED)
         kind = action.value.get("action")
         if kind == APPROVAL_ACTION:
             return await self._approval(action)
@@ -69,29 +83,38 @@ class CardActions:
         return toast("info", texts.BUTTON_INACTIVE)
 
     async def _approval(self, action: CardAction) -> dict[str, Any]:
-        approval_id = str(action.value.get("approval_id") or "")
-        decision = action.value.get("decision")
-        record = await self._approvals.get(approval_id) if approval_id else None
-        if record is None or decision not in DECISIONS:
-            return toast("warning", texts.APPROVAL_GONE)
-        if record.state != PENDING:
+        result = await self._decisions.decide(
+            DecisionRequest(
+                approval_id=str(action.value.get("approval_id") or ""),
+                decision=str(action.value.get("decision") or ""),
+                actor=action.operator_open_id,
+                via="card",
+                chat_id=action.open_chat_id,
+                card_message_id=action.open_message_id,
+            )
+        )
+        return self._answer(result)
+
+    def _answer(self, result: DecisionResult) -> dict[str, Any]:
+        record = result.record
+        if result.outcome == "decided" and record is not None:
+            decision = "deny" if record.state == "denied" else "approve"
+            if record.session:
+                decision = "approve_session"
+            return toast("success", _DECIDED[decision], self._cards.card(record))
+        if result.outcome == "closed" and record is not None:
             return self._already(record)
-        actor = action.operator_open_id
-        if actor not in record.approvers:
-            logger.info("approval %s: %s may not decide it", approval_id, actor)
+        if result.outcome == "read_only" and record is not None:
+            return toast("warning", texts.APPROVAL_READ_ONLY, self._cards.card(record))
+        if result.outcome == "forbidden":
             return toast("error", texts.APPROVAL_NOT_YOURS)
-        outcome = await self._approvals.decide(approval_id, decision, actor=actor)
-        if outcome.record is None:
-            return toast("warning", texts.APPROVAL_GONE)
-        if not outcome.changed:  # lost a race with the expiry or another click
-            return self._already(outcome.record)
-        self._waits.resolve(outcome.record)
-        message = {
-            "approve": texts.APPROVED,
-            "approve_session": texts.APPROVED_SESSION,
-            "deny": texts.DENIED,
-        }[decision]
-        return toast("success", message, self._cards.card(outcome.record))
+        if result.outcome == "wrong_card":
+            return toast("error", texts.APPROVAL_WRONG_CARD)
+        if result.outcome == "unreadable":
+            return toast("error", texts.APPROVAL_UNREADABLE)
+        if result.outcome == "no_session_grants":
+            return toast("error", texts.NO_SESSION_GRANTS)
+        return toast("warning", texts.APPROVAL_GONE)
 
     def _already(self, record: ApprovalRecord) -> dict[str, Any]:
         message = texts.APPROVAL_ALREADY.get(record.state, texts.BUTTON_INACTIVE)
@@ -99,14 +122,28 @@ class CardActions:
 
     async def _admin_toggle(self, action: CardAction) -> dict[str, Any]:
         value = action.value.get("value")
-        if action.value.get("setting") != "read_only" or value not in ("on", "off"):
-            return toast("info", texts.BUTTON_INACTIVE)
+        version = action.value.get("version")
+        if (
+            action.value.get("setting") != READ_ONLY_SETTING
+            or value not in ("on", "off")
+            or not isinstance(version, int)
+            or isinstance(version, bool)
+            or not self._admin.toggle_is_genuine(dict(action.value))
+        ):
+            logger.warning(
+                "admin toggle %s by %s: a value this bot did not render; refused",
+                action.event_id,
+                action.operator_open_id,
+            )
+            return toast("error", texts.BUTTON_INACTIVE)
         actor = action.operator_open_id
         toggle = await self._admin.set_read_only(
-            value == "on", actor=actor, chat_id=action.open_chat_id
+            value == "on", actor=actor, chat_id=action.open_chat_id, expected_version=version
         )
         if not toggle.allowed or toggle.mode is None:
             return toast("error", toggle.refusal)
+        if toggle.stale:
+            return toast("warning", texts.ADMIN_CARD_STALE, self._admin.card(toggle.mode))
         notice = None
         if toggle.changed:
             notice = announcement(toggle.mode, actor)
@@ -129,3 +166,13 @@ class CardActions:
             )
         except FeishuError as exc:
             logger.warning("could not announce the mode change in %s: %s", chat_id, exc)
+
+
+def _replay_key(action: CardAction) -> str:
+    """A click's identity: its event id, or (a layout without one) a digest of all of it."""
+    if action.event_id:
+        return f"card:{action.event_id}"
+    digest = hashlib.sha256(
+        json.dumps(action.to_dict(), sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return f"card-digest:{digest}"

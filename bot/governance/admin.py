@@ -10,22 +10,26 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.feishu.admin_card import AdminCardView, admin_card
+from bot.feishu.admin_card import READ_ONLY_SETTING, AdminCardView, admin_button_value, admin_card
 from bot.store.audit import AuditEntry, AuditLog
 from bot.store.org import OrgSettingsStore, ReadOnlyMode
 
 from . import texts
 from .config import GovernanceConfig
+from .readonly import ReadOnlySwitch
+from .seal import ButtonSeal
 
 
 @dataclass(frozen=True, slots=True)
 class Toggle:
-    """The outcome of a read-only toggle: refused, a no-op, or a change."""
+    """The outcome of a read-only toggle: refused, a no-op, stale (asked for a state that has
+    changed since), or a change."""
 
     allowed: bool
     changed: bool = False
     mode: ReadOnlyMode | None = None
     refusal: str = ""
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +41,19 @@ class AdminReply:
 
 
 class AdminCommands:
-    def __init__(self, config: GovernanceConfig, org: OrgSettingsStore, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        config: GovernanceConfig,
+        org: OrgSettingsStore,
+        audit: AuditLog,
+        switch: ReadOnlySwitch,
+        seal: ButtonSeal,
+    ) -> None:
         self._config = config
         self._org = org
         self._audit = audit
+        self._switch = switch
+        self._seal = seal
 
     async def readonly(self, args: list[str], *, actor: str, chat_id: str) -> AdminReply:
         what = (args[0].lower() if args else "status").strip()
@@ -61,28 +74,53 @@ class AdminCommands:
         return AdminReply(announcement(toggle.mode, actor))  # type: ignore[arg-type]
 
     async def set_read_only(
-        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
+        self,
+        on: bool,
+        *,
+        actor: str,
+        chat_id: str | None,
+        via: str | None = None,
+        expected_version: int | None = None,
     ) -> Toggle:
-        """The admin card's toggle (or the web console's, ``via="console"``, without a chat):
-        the same rules and records as the command."""
+        """The admin card's toggle (with the version the card showed) or the web console's
+        (``via="console"``, without a chat): the same rules and records as the command."""
         command = f"/readonly {'on' if on else 'off'} ({via or 'admin card'})"
         refusal = await self._refuse(actor, chat_id or "", command, "change read-only mode")
         if refusal is not None:
             return Toggle(False, refusal=refusal.text)
-        return await self._set(on, actor=actor, chat_id=chat_id, via=via)
+        return await self._set(
+            on, actor=actor, chat_id=chat_id, via=via, expected_version=expected_version
+        )
 
     async def _set(
-        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
+        self,
+        on: bool,
+        *,
+        actor: str,
+        chat_id: str | None,
+        via: str | None = None,
+        expected_version: int | None = None,
     ) -> Toggle:
-        changed, mode = await self._org.set_read_only(on, actor=actor, chat_id=chat_id, via=via)
-        if not changed:  # the store audits changes only; a no-op request is on record too
-            detail = {"requested": "on" if on else "off"}
+        switch = await self._switch.set(
+            on, actor=actor, chat_id=chat_id, via=via, expected_version=expected_version
+        )
+        if not switch.changed:  # the store audits changes only; a no-op request is on record too
+            detail: dict[str, object] = {"requested": "on" if on else "off"}
             if via is not None:
                 detail["via"] = via
+            action = "admin.readonly_unchanged"
+            if switch.stale:
+                action = "admin.readonly_stale"
+                detail["card_version"] = expected_version
+                detail["version"] = switch.mode.version
             await self._audit.record(
-                AuditEntry("admin.readonly_unchanged", actor=actor, chat_id=chat_id, detail=detail)
+                AuditEntry(action, actor=actor, chat_id=chat_id, detail=detail)
             )
-        return Toggle(True, changed, mode)
+        return Toggle(True, switch.changed, switch.mode, stale=switch.stale)
+
+    def toggle_is_genuine(self, value: dict[str, object]) -> bool:
+        """Whether a clicked toggle's value is one this bot rendered (its seal holds)."""
+        return self._seal.valid(value)
 
     async def admin_card(self, *, actor: str, chat_id: str) -> AdminReply:
         refusal = await self._refuse(actor, chat_id, "/admin", "open the admin card")
@@ -93,6 +131,7 @@ class AdminCommands:
         return AdminReply(self._status(mode), card=self.card(mode))
 
     def card(self, mode: ReadOnlyMode, notice: str | None = None) -> dict[str, Any]:
+        toggle = admin_button_value(READ_ONLY_SETTING, "off" if mode.on else "on", mode.version)
         return admin_card(
             AdminCardView(
                 read_only=mode.on,
@@ -101,6 +140,8 @@ class AdminCommands:
                 admins=tuple(sorted(self._config.admins)),
                 timezone=self._config.timezone,
                 notice=notice,
+                version=mode.version,
+                seal=self._seal.sealed(toggle)["seal"],
             )
         )
 

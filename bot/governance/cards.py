@@ -16,32 +16,39 @@ from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 from bot.store.approvals import ApprovalRecord, ApprovalStore
 
+from .config import GovernanceConfig
+
 logger = logging.getLogger(__name__)
 
 
 class ApprovalCards:
-    def __init__(self, feishu: FeishuClient, store: ApprovalStore, *, timezone: str) -> None:
+    def __init__(
+        self, feishu: FeishuClient, store: ApprovalStore, *, config: GovernanceConfig
+    ) -> None:
         self._feishu = feishu
         self._store = store
-        self._timezone = timezone
+        self._config = config
 
     def card(self, record: ApprovalRecord) -> dict[str, Any]:
-        return approval_card(
-            ApprovalCardView(
-                approval_id=record.id,
-                tool=record.tool,
-                arguments=record.arguments,
-                requester=record.requester,
-                reason=record.reason,
-                approvers=record.approvers,
-                expires_at=record.expires_at,
-                state=record.state,  # type: ignore[arg-type]
-                decided_by=record.decided_by,
-                decided_at=record.decided_at,
-                session=record.session,
-                note=record.note,
-                timezone=self._timezone,
-            )
+        return approval_card(self.view(record))
+
+    def view(self, record: ApprovalRecord) -> ApprovalCardView:
+        return ApprovalCardView(
+            approval_id=record.id,
+            tool=record.tool,
+            arguments=record.arguments,
+            requester=record.requester,
+            reason=record.reason,
+            approvers=record.approvers,
+            expires_at=record.expires_at,
+            state=record.state,  # type: ignore[arg-type]
+            decided_by=record.decided_by,
+            decided_at=record.decided_at,
+            session=record.session,
+            note=record.note,
+            timezone=self._config.timezone,
+            console_url=self._config.console_url,
+            session_grants=self._config.rules.session_grants,
         )
 
     async def post(self, record: ApprovalRecord) -> str:

@@ -20,6 +20,9 @@ class ApprovalRules:
     default: ApprovalMode = "write"
     tools: Mapping[str, ApprovalMode] = field(default_factory=dict)
     connectors: Mapping[str, ApprovalMode] = field(default_factory=dict)
+    # "Approve for this person here": later calls of the same tool by the same requester in
+    # the same conversation generation run unasked. False removes the button.
+    session_grants: bool = True
 
     def mode_for(self, tool: str, connector: str | None) -> ApprovalMode:
         if tool in self.tools:
@@ -75,6 +78,13 @@ class GovernanceConfig:
     budgets: BudgetConfig = field(default_factory=BudgetConfig)
     # IANA zone for times shown on cards, and for when daily budgets reset.
     timezone: str = "UTC"
+    # The key that seals the buttons governance renders (admin toggles): a click whose value
+    # was not written by this bot (a forged or reworded card) is refused. Derived from the
+    # app secret at the composition root, so every replica accepts every replica's cards.
+    button_key: bytes = field(default=b"", repr=False)
+    # Where an approver reads a call too long for its card in full (the web console's page),
+    # or None when the console is off; "" when it is on but the public URL is unknown.
+    console_url: str | None = None
 
     def is_admin(self, open_id: str) -> bool:
         return open_id in self.admins

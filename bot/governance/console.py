@@ -1,38 +1,39 @@
 """The web console's governance actions: approve or deny, and switch read-only mode.
 
-They take the same path as a card click (``CardActions``): one conditional update in the
-store, the waiting tool call woken (``ApprovalWaits.resolve``), the approval card in the
-chat rewritten to its final state. Feishu's side needs a person for each decision (cards
-mention who decided; a denied tool tells the model who denied it), so the console acts
-as an admin: the first admin (sorted by open_id) allowed to decide the approval, and for
-read-only mode the first admin in LARKGATE_ADMINS. The audit rows carry
-``"via": "console"`` in their detail. With no admin to act as, the console is refused.
+They take the same path as a card click: ``ApprovalDecisions`` (pending, actor, read-only
+mode, one conditional update, the waiting call woken, the card in the chat rewritten) and
+``AdminCommands.set_read_only`` (which cancels pending writes when read-only goes on).
+Feishu's side needs a person for each decision (cards mention who decided; a denied tool
+tells the model who denied it), so the console acts as an admin: the first admin (sorted
+by open_id) allowed to decide the approval, and for read-only mode the first admin in
+LARKGATE_ADMINS. The audit rows carry ``"via": "console"`` in their detail. With no admin
+to act as, the console is refused.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
-from bot.store.approvals import PENDING, ApprovalRecord, ApprovalStore, Decision
+from bot.store.approvals import ApprovalRecord, Decision
 
 from .admin import AdminCommands, Toggle
-from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .waits import ApprovalWaits
+from .decisions import ApprovalDecisions, DecisionRequest
 
 logger = logging.getLogger(__name__)
 
-VIA = "console"
+VIA: Final = "console"
 
-ConsoleOutcome = Literal["decided", "unknown", "closed", "forbidden"]
+ConsoleOutcome = Literal["decided", "unknown", "closed", "forbidden", "read_only"]
 
 
 @dataclass(frozen=True, slots=True)
 class ConsoleDecision:
     """``decided``: this call made the decision; ``closed``: the approval had already ended
     (decided, expired, cancelled: ``record`` says how); ``forbidden``: no admin may decide it;
+    ``read_only``: read-only mode is on, so the write's approval was cancelled instead;
     ``unknown``: no such approval."""
 
     outcome: ConsoleOutcome
@@ -44,15 +45,11 @@ class ConsoleActions:
         self,
         *,
         config: GovernanceConfig,
-        approvals: ApprovalStore,
-        waits: ApprovalWaits,
-        cards: ApprovalCards,
+        decisions: ApprovalDecisions,
         admin: AdminCommands,
     ) -> None:
         self._config = config
-        self._approvals = approvals
-        self._waits = waits
-        self._cards = cards
+        self._decisions = decisions
         self._admin = admin
 
     @property
@@ -67,23 +64,17 @@ class ConsoleActions:
         return allowed[0] if allowed else None
 
     async def decide(self, approval_id: str, decision: Decision) -> ConsoleDecision:
-        record = await self._approvals.get(approval_id)
+        record = await self._decisions.approval(approval_id)
         if record is None:
             return ConsoleDecision("unknown")
-        if record.state != PENDING:
-            return ConsoleDecision("closed", record)
-        actor = self.actor_for(record)
-        if actor is None:
-            return ConsoleDecision("forbidden", record)
-        outcome = await self._approvals.decide(approval_id, decision, actor=actor, via=VIA)
-        if outcome.record is None:
-            return ConsoleDecision("unknown")
-        if not outcome.changed:  # lost a race with a click or the expiry
-            return ConsoleDecision("closed", outcome.record)
-        logger.info("approval %s: %s from the console (as %s)", approval_id, decision, actor)
-        self._waits.resolve(outcome.record)
-        await self._cards.refresh(outcome.record)
-        return ConsoleDecision("decided", outcome.record)
+        actor = self.actor_for(record) or ""
+        result = await self._decisions.decide(
+            DecisionRequest(approval_id, decision, actor=actor, via=VIA)
+        )
+        outcome = result.outcome
+        if outcome in ("decided", "closed", "forbidden", "read_only"):
+            return ConsoleDecision(outcome, result.record)
+        return ConsoleDecision("unknown", result.record)
 
     async def set_read_only(self, on: bool) -> Toggle:
         actor = self.admin

@@ -1,10 +1,12 @@
 """FeishuGateHook: a tool call that needs approval waits for a human's click.
 
-The hook posts an approval card in the conversation, marks the call as waiting on the
-live answer card, and waits (without blocking anything else) until a decision or the
-expiry. Approve: the call runs. Deny: the model reads who denied it and goes on.
-Expiry counts as a deny and the card says so. A run that is stopped cancels its wait,
-and the approval with it.
+The hook posts an approval card in the conversation with the call's whole arguments (what
+the approver reads is what runs: no hook after governance's may rewrite them, see
+``bot/app.py``), marks the call as waiting on the live answer card, and waits until a
+decision or the expiry. While it waits, the run gives up its run slot, so pending
+approvals never hold up other people's questions. Approve: the call runs. Deny: the model
+reads who denied it and goes on. Expiry counts as a deny and the card says so. A run that
+is stopped cancels its wait, and the approval with it; read-only mode cancels it too.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +28,7 @@ from bot.store.approvals import (
     CANCELLED,
     DENIED,
     EXPIRED,
+    READ_ONLY_NOTE,
     ApprovalRecord,
     ApprovalStore,
     NewApproval,
@@ -32,12 +36,11 @@ from bot.store.approvals import (
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .origin import origin_of
+from .origin import RunSlot, origin_of
 from .waits import ApprovalWaits
 
 logger = logging.getLogger(__name__)
 
-ARGUMENTS_PREVIEW_CHARS = 1500
 STOPPED_NOTE = "the run was stopped before a decision"
 
 
@@ -71,7 +74,9 @@ class FeishuGateHook:
         if origin is None:
             # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
             return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")
-        if await self._store.granted(origin.scope_key, origin.generation, call.name):
+        if self._config.rules.session_grants and await self._store.granted(
+            origin.scope_key, origin.generation, call.name, origin.sender_open_id
+        ):
             return HookResult()
         record = await self._store.create(
             NewApproval(
@@ -83,7 +88,7 @@ class FeishuGateHook:
                 thread_id=origin.thread_id,
                 tool=call.name,
                 connector=connector,
-                arguments=preview_arguments(call.arguments),
+                arguments=readable_arguments(call.arguments),
                 reason=call.reason,
                 requester=origin.sender_open_id,
                 approvers=self._config.approvers.approvers(
@@ -91,12 +96,15 @@ class FeishuGateHook:
                 ),
                 owner=self._owner,
                 ttl_seconds=self._config.approval_ttl_seconds,
+                side_effect=call.side_effect,
             )
         )
-        decided = await self._wait(record, call.call_id, origin.live)
+        decided = await self._wait(record, call.call_id, origin.live, origin.slot)
         return await self._result(decided)
 
-    async def _wait(self, record: ApprovalRecord, call_id: str, live: Any) -> ApprovalRecord:
+    async def _wait(
+        self, record: ApprovalRecord, call_id: str, live: Any, slot: RunSlot | None
+    ) -> ApprovalRecord:
         future = self._waits.register(record.id)
         try:
             try:
@@ -110,7 +118,12 @@ class FeishuGateHook:
                 live.waiting(call_id)
             try:
                 remaining = max(0.0, record.expires_at - self._clock())
-                return await asyncio.wait_for(asyncio.shield(future), remaining)
+                # A person decides in minutes: the run's slot serves others meanwhile.
+                released: AbstractAsyncContextManager[None] = (
+                    slot.released() if slot is not None else nullcontext()
+                )
+                async with released:
+                    return await asyncio.wait_for(asyncio.shield(future), remaining)
             except TimeoutError:
                 return await self._expire(record)
             except asyncio.CancelledError:
@@ -147,14 +160,18 @@ class FeishuGateHook:
             return HookResult(
                 False, f"approval expired: nobody approved it within {minutes} minutes"
             )
+        if record.state == CANCELLED and record.note == READ_ONLY_NOTE:
+            return HookResult(
+                False,
+                "approval cancelled: an admin switched the organisation to read-only mode, "
+                f"so {record.tool} did not run and no tool that writes can run now",
+            )
         if record.state == CANCELLED:
             return HookResult(False, f"approval cancelled: {record.note or 'no decision'}")
         return HookResult(False, f"approval is {record.state}")
 
 
-def preview_arguments(arguments: Mapping[str, Any]) -> str:
-    """The arguments as a person reads them: indented JSON, cut to a card-friendly size."""
-    text = json.dumps(dict(arguments), ensure_ascii=False, indent=2, default=str)
-    if len(text) > ARGUMENTS_PREVIEW_CHARS:
-        text = text[: ARGUMENTS_PREVIEW_CHARS - 1] + "…"
-    return text
+def readable_arguments(arguments: Mapping[str, Any]) -> str:
+    """The whole arguments as a person reads them: indented JSON, never cut (the card
+    decides how to show them; the console and the audit log hold them whole)."""
+    return json.dumps(dict(arguments), ensure_ascii=False, indent=2, default=str)

@@ -6,6 +6,7 @@ this protocol, so it does not depend on the runtime.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -15,6 +16,12 @@ class LiveMarker(Protocol):
     def waiting(self, call_id: str) -> None: ...
 
     def resumed(self, call_id: str) -> None: ...
+
+
+class RunSlot(Protocol):
+    """The run's share of the bot's concurrent runs: given up while a human decides."""
+
+    def released(self) -> AbstractAsyncContextManager[None]: ...
 
 
 @runtime_checkable
@@ -37,6 +44,8 @@ class Origin(Protocol):
     def sender_open_id(self) -> str: ...
     @property
     def live(self) -> Any: ...
+    @property
+    def slot(self) -> RunSlot | None: ...
 
 
 def origin_of(deps: object) -> Origin | None:

@@ -13,6 +13,7 @@ from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditLog
 from bot.store.db import Database
 from bot.store.org import OrgSettingsStore
+from bot.store.replays import ReplayGuard
 from bot.store.usage import UsageStore
 
 from .actions import CardActions
@@ -21,9 +22,11 @@ from .budgets import Budgets
 from .cards import ApprovalCards
 from .config import GovernanceConfig
 from .console import ConsoleActions
+from .decisions import ApprovalDecisions
 from .gate import FeishuGateHook
 from .names import UserNames
-from .readonly import ReadOnlyGuard, ToolsForRun
+from .readonly import ReadOnlyGuard, ReadOnlySwitch, ToolsForRun
+from .seal import ButtonSeal
 from .sweeper import ApprovalSweeper
 from .waits import ApprovalWaits
 
@@ -37,7 +40,9 @@ class Governance:
     waits: ApprovalWaits
     sweeper: ApprovalSweeper
     # PreToolUse hooks, in order: the read-only guard first, so a write in read-only
-    # mode is refused without asking anyone.
+    # mode is refused without asking anyone; the approval gate; the read-only guard again,
+    # at the moment the call would run (after any wait for a human). Nothing after them
+    # may rewrite a call's arguments: what was approved is what runs.
     hooks: tuple[object, ...]
     tools_for_run: ToolsForRun
     card_actions: CardActions
@@ -45,6 +50,10 @@ class Governance:
     budgets: Budgets
     # The web console's approve / deny and read-only switch (bot/console).
     console: ConsoleActions
+    # The one path of every approval decision (card clicks and the console).
+    decisions: ApprovalDecisions
+    # Card callbacks already acted on, for the replay window.
+    replays: ReplayGuard
 
 
 def build_governance(
@@ -57,6 +66,7 @@ def build_governance(
     owner: str,
     spawn: Callable[[Coroutine[Any, Any, None]], object],
     sweep_interval: float,
+    replay_window_seconds: float,
     clock: Callable[[], float] = time.time,
     on_approval_outcome: Callable[[str], None] | None = None,
 ) -> Governance:
@@ -64,8 +74,9 @@ def build_governance(
     org = OrgSettingsStore(database, clock=clock)
     audit = AuditLog(database, clock=clock)
     waits = ApprovalWaits(approvals)
-    cards = ApprovalCards(feishu, approvals, timezone=config.timezone)
+    cards = ApprovalCards(feishu, approvals, config=config)
     names = UserNames(feishu)
+    replays = ReplayGuard(database, clock=clock)
     gate = FeishuGateHook(
         config=config,
         store=approvals,
@@ -76,7 +87,11 @@ def build_governance(
         name_of=names.name,
         clock=clock,
     )
-    admin = AdminCommands(config, org, audit)
+    switch = ReadOnlySwitch(org, approvals, waits, cards, spawn=spawn)
+    admin = AdminCommands(config, org, audit, switch, ButtonSeal(config.button_key))
+    decisions = ApprovalDecisions(
+        config=config, approvals=approvals, org=org, waits=waits, cards=cards
+    )
     return Governance(
         config=config,
         approvals=approvals,
@@ -84,21 +99,21 @@ def build_governance(
         audit=audit,
         waits=waits,
         sweeper=ApprovalSweeper(approvals, cards, interval=sweep_interval),
-        hooks=(ReadOnlyGuard(org), gate),
+        hooks=(ReadOnlyGuard(org), gate, ReadOnlyGuard(org)),
         tools_for_run=ToolsForRun(tools, org),
         card_actions=CardActions(
-            config=config,
-            approvals=approvals,
-            waits=waits,
+            decisions=decisions,
             cards=cards,
             admin=admin,
+            replays=replays,
+            replay_window_seconds=replay_window_seconds,
             feishu=feishu,
             spawn=spawn,
         ),
         admin=admin,
-        console=ConsoleActions(
-            config=config, approvals=approvals, waits=waits, cards=cards, admin=admin
-        ),
+        console=ConsoleActions(config=config, decisions=decisions, admin=admin),
+        decisions=decisions,
+        replays=replays,
         budgets=Budgets(
             config.budgets, UsageStore(database, clock=clock), timezone=config.timezone, clock=clock
         ),

@@ -28,7 +28,23 @@ APPROVAL_ALREADY = {
     "cancelled": "This approval was cancelled.",
 }
 APPROVED = "Approved: the tool runs now."
-APPROVED_SESSION = "Approved for this conversation."
+APPROVED_SESSION = "Approved for this person in this conversation."
+APPROVAL_READ_ONLY = (
+    "Read-only mode is on, so this write cannot run: the approval was cancelled instead."
+)
+APPROVAL_WRONG_CARD = (
+    "This button does not belong to this approval's card. Decide it on its own card."
+)
+APPROVAL_UNREADABLE = (
+    "This call is too long to show on the card and the web console is off, so it cannot be "
+    "approved without being read. Deny it, or ask the operator to enable the console."
+)
+NO_SESSION_GRANTS = "Approving for the whole conversation is switched off here."
+CLICK_ALREADY_HANDLED = "This click was already handled."
+ADMIN_CARD_STALE = (
+    "This card is out of date: read-only mode changed since it was shown. "
+    "Here is the current state; press again to switch it."
+)
 DENIED = "Denied: the tool will not run."
 BUTTON_INACTIVE = "This button is no longer active."
 

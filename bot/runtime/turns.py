@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, Message, ReActAgent, RunEvent
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
@@ -59,6 +60,8 @@ class TurnContext:
     generation: int
     # The live card of this turn: hooks that hold a call (approvals) mark it waiting.
     live: LiveAnswer | None = None
+    # The run's slot: hooks that wait for a person (approvals) give it up meanwhile.
+    slot: RunSlot | None = None
 
 
 class TurnRunner:
@@ -153,6 +156,7 @@ class TurnRunner:
             message.thread_id,
             loaded.generation,
             live,
+            turn.slot,
         )
         result = await agent.run(
             query,

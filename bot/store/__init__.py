@@ -34,7 +34,8 @@ from bot.store.db import DEFAULT_DATABASE_URL, Database, DatabaseConfigError, no
 from bot.store.journal import FinishedTurn, TurnJournal
 from bot.store.ledger import Claim, ClaimOutcome, LedgerEntry, MessageLedger
 from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_async
-from bot.store.org import OrgSettingsStore, ReadOnlyMode
+from bot.store.org import OrgSettingsStore, ReadOnlyMode, Switch
+from bot.store.replays import ReplayGuard
 from bot.store.runs import RunRecord, RunStore
 from bot.store.usage import UsageStore
 
@@ -64,8 +65,10 @@ __all__ = [
     "OrgSettingsStore",
     "Outcome",
     "ReadOnlyMode",
+    "ReplayGuard",
     "RunRecord",
     "RunStore",
+    "Switch",
     "TurnJournal",
     "UsageStore",
     "current_revision",

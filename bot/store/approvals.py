@@ -5,15 +5,21 @@ exactly once: `approved` or `denied` by a person (`decide`, from whichever proce
 click), `expired` when its time ran out, or `cancelled` when its run stopped or is gone. Every
 transition is one conditional update (`WHERE state = 'pending'`), so of two racers (two clicks,
 a click and the expiry timer, two processes) exactly one wins; the loser gets the row as the
-winner left it. The winner's audit row, and for "approve for this conversation" the grant, are
-written in the same transaction: they exist exactly when the transition does.
+winner left it. The winner's audit row (with the whole arguments and their SHA-256), and for
+"approve for this conversation" the grant, are written in the same transaction: they exist
+exactly when the transition does.
 
-A grant lets later calls of the same tool in the same conversation generation (per scope key:
-a `/reset` starts a new generation, and with it a fresh set of grants) go without asking.
+A grant lets the same person's later calls of the same tool in the same conversation
+generation (per scope key: a `/reset` starts a new generation, and with it a fresh set of grants)
+go without asking. Nobody else inherits it, even in a group conversation everyone shares.
+
+The arguments are stored whole, exactly as the tool will receive them: what an approver reads
+on the card, in the console and in the audit log is what runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -47,6 +53,7 @@ __all__ = [
     "DENIED",
     "EXPIRED",
     "PENDING",
+    "READ_ONLY_NOTE",
     "RUN_GONE",
     "ApprovalRecord",
     "ApprovalStore",
@@ -58,6 +65,7 @@ __all__ = [
 Decision = Literal["approve", "deny", "approve_session"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 RUN_GONE = "the run is gone"  # the note of an approval closed because nobody waits for it
+READ_ONLY_NOTE = "read-only mode"  # the note of a write's approval closed by read-only mode
 
 _approvals = ApprovalRow.__table__
 _grants = ApprovalGrantRow.__table__
@@ -77,12 +85,13 @@ class NewApproval:
     thread_id: str  # "" when not in a thread
     tool: str
     connector: str | None
-    arguments: str  # a readable preview of the arguments, already truncated by the caller
+    arguments: str  # the whole arguments, as a person reads them (indented JSON), never cut
     reason: str | None  # the model's stated reason, if any
     requester: str  # open_id of the person who asked
     approvers: tuple[str, ...]  # open_ids allowed to decide
     owner: str  # the process instance that waits for the decision
     ttl_seconds: float
+    side_effect: str = "write"  # "read" or "write" (the tool's classification)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,7 @@ class ApprovalRecord:
     decided_by: str | None  # None when the system expired or cancelled it
     note: str | None  # e.g. why it was cancelled
     card_message_id: str | None
+    side_effect: str = "write"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +167,7 @@ _CLOSE = update(_approvals).values(
 )
 _CLOSE_ONE = _CLOSE.where(_ONE, _IS_PENDING).returning(*_RETURN)
 _CLOSE_RUN = _CLOSE.where(_a.run_id == bindparam("p_run_id"), _IS_PENDING).returning(*_RETURN)
+_CLOSE_WRITES = _CLOSE.where(_IS_PENDING, _a.side_effect != "read").returning(*_RETURN)
 # Somebody waits for an approval while its owner holds a live lease on the run's message.
 _WAITED_FOR = exists().where(
     and_(
@@ -179,6 +190,7 @@ _GRANTED = select(literal(1)).where(
     _grants.c.scope_key == bindparam("scope_key"),
     _grants.c.generation == bindparam("generation"),
     _grants.c.tool == bindparam("tool"),
+    _grants.c.requester == bindparam("requester"),
 )
 
 # decision -> (state, session, audit action)
@@ -206,11 +218,12 @@ class ApprovalStore:
         self._on_outcome = on_outcome
         self._insert_grant = (
             db.insert(_grants)
-            .on_conflict_do_nothing(index_elements=["scope_key", "generation", "tool"])
+            .on_conflict_do_nothing(index_elements=["scope_key", "generation", "tool", "requester"])
             .values(
                 scope_key=bindparam("p_scope_key"),
                 generation=bindparam("p_generation"),
                 tool=bindparam("p_tool"),
+                requester=bindparam("p_requester"),
                 granted_by=bindparam("p_actor"),
                 granted_at=bindparam("now"),
                 approval_id=bindparam("p_id"),
@@ -274,6 +287,13 @@ class ApprovalStore:
             await self._db.transact(_close_one, approval_id, CANCELLED, note, self._clock())
         )
 
+    async def cancel_pending_writes(self, note: str = READ_ONLY_NOTE) -> list[ApprovalRecord]:
+        """Cancel every pending approval of a call that is not a read (read-only mode was
+        switched on); returns those this call cancelled, oldest first."""
+        params = {"p_state": CANCELLED, "p_note": note, "now": self._clock()}
+        cancelled = await self._db.transact(_close_all, _CLOSE_WRITES, params)
+        return self._report_all(cancelled)
+
     async def cancel_run(self, run_id: str, note: str) -> list[ApprovalRecord]:
         """Cancel every pending approval of a run; returns those this call cancelled."""
         cancelled = await self._db.transact(_cancel_run, run_id, note, self._clock())
@@ -315,13 +335,16 @@ class ApprovalStore:
         """The pending approvals, newest first."""
         return await self._db.transact(_pending, limit, write=False)
 
-    async def granted(self, scope_key: str, generation: int, tool: str) -> bool:
-        """Whether `tool` was approved for the rest of this conversation generation."""
-        return await self._db.transact(
-            _granted,
-            {"scope_key": scope_key, "generation": generation, "tool": tool},
-            write=False,
-        )
+    async def granted(self, scope_key: str, generation: int, tool: str, requester: str) -> bool:
+        """Whether `requester` was approved to run `tool` for the rest of this conversation
+        generation."""
+        params = {
+            "scope_key": scope_key,
+            "generation": generation,
+            "tool": tool,
+            "requester": requester,
+        }
+        return await self._db.transact(_granted, params, write=False)
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.
@@ -369,6 +392,7 @@ def _decide(
                 "p_scope_key": record.scope_key,
                 "p_generation": record.generation,
                 "p_tool": record.tool,
+                "p_requester": record.requester,
             },
         )
     _audit(connection, record, action, actor, now, via)
@@ -390,6 +414,12 @@ def _close_one(
 def _cancel_run(connection: Connection, run_id: str, note: str, now: float) -> list[ApprovalRecord]:
     params = {"p_run_id": run_id, "p_state": CANCELLED, "p_note": note, "now": now}
     return _closed(connection, connection.execute(_CLOSE_RUN, params), now)
+
+
+def _close_all(
+    connection: Connection, statement: Any, params: dict[str, Any]
+) -> list[ApprovalRecord]:
+    return _closed(connection, connection.execute(statement, params), params["now"])
 
 
 def _close_orphans(
@@ -430,7 +460,14 @@ def _audit(
     now: float,
     via: str | None = None,
 ) -> None:
-    detail: dict[str, Any] = {"tool": record.tool, "run_id": record.run_id}
+    # The whole call, as it was shown and as it runs (or would have run): what was decided.
+    detail: dict[str, Any] = {
+        "tool": record.tool,
+        "run_id": record.run_id,
+        "requester": record.requester,
+        "arguments": record.arguments,
+        "arguments_sha256": hashlib.sha256(record.arguments.encode()).hexdigest(),
+    }
     if record.note is not None:
         detail["note"] = record.note
     if via is not None:

@@ -187,16 +187,24 @@ class ApprovalRow(SQLModel, table=True):
     decided_by: str | None = Field(default=None, sa_type=String)
     note: str | None = Field(default=None, sa_type=Text)
     card_message_id: str | None = Field(default=None, sa_type=String)
+    # "read" or "write": read-only mode cancels and refuses the approvals of writes.
+    side_effect: str = Field(
+        default="write", sa_column=Column(String, nullable=False, server_default="write")
+    )
 
 
 class ApprovalGrantRow(SQLModel, table=True):
-    """A tool approved for the rest of a conversation generation ("approve for this chat")."""
+    """A tool approved for one person for the rest of a conversation generation.
+
+    Keyed by the requester too: in a group conversation everyone shares, Bob's grant must not
+    let Carol run the same tool unasked."""
 
     __tablename__ = "approval_grants"
 
     scope_key: str = Field(sa_type=String, primary_key=True)
     generation: int = Field(sa_type=Integer, primary_key=True)
     tool: str = Field(sa_type=String, primary_key=True)
+    requester: str = Field(sa_type=String, primary_key=True)
     granted_by: str = Field(sa_type=String)
     granted_at: float = Field(sa_type=Double)
     approval_id: str = Field(sa_type=String)
@@ -211,6 +219,21 @@ class OrgSettingRow(SQLModel, table=True):
     value: str = Field(sa_type=Text)
     updated_by: str | None = Field(default=None, sa_type=String)
     updated_at: float = Field(sa_type=Double)
+    # Bumped by every change: a button rendered for version N cannot switch version N+1.
+    version: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+
+
+class ReplayGuardRow(SQLModel, table=True):
+    """A request already acted on (a card callback's event id), until its replay window ends.
+
+    Shared by every process: the same signed bytes replayed to another replica inside the
+    window are refused there too."""
+
+    __tablename__ = "replay_guard"
+    __table_args__ = (Index("ix_replay_guard_expires_at", "expires_at"),)
+
+    key: str = Field(sa_type=String, primary_key=True)
+    expires_at: float = Field(sa_type=Double)
 
 
 class AuditLogRow(SQLModel, table=True):

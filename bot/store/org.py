@@ -4,6 +4,10 @@ The settings live in a key/value table (JSON values) rather than in each process
 admin's switch holds for every process at once and survives restarts. A switch is one
 conditional statement: of two admins switching at the same moment exactly one changes the mode
 (and writes the audit row); the other sees a no-op.
+
+Each change bumps the setting's `version`. A switch may name the version it was asked for (the
+admin card's button carries the version it was rendered for): when the mode has changed since,
+nothing is switched, so a stale or replayed card cannot flip a newer state.
 """
 
 from __future__ import annotations
@@ -35,35 +39,50 @@ class ReadOnlyMode:
     on: bool
     changed_by: str | None
     changed_at: float | None
+    version: int = 0  # 0: never switched; +1 with every change
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """The outcome of a switch: whether it changed the mode, whether it was refused as stale
+    (it named a version that is no longer current), and the mode after."""
+
+    changed: bool
+    stale: bool
+    mode: ReadOnlyMode
 
 
 class _Statements:
     """The switch statements in the database's dialect, built once."""
 
     def __init__(self, db: Database) -> None:
-        insert = db.insert(_settings)
-        # Inserts the setting, or changes it only when the value differs: no row comes back
-        # from a no-op, including one that waited for a racer setting the same value.
-        self.upsert_changed = insert.on_conflict_do_update(
-            index_elements=["key"],
-            set_={
-                "value": insert.excluded.value,
-                "updated_by": insert.excluded.updated_by,
-                "updated_at": insert.excluded.updated_at,
-            },
-            where=_c.value != insert.excluded.value,
-        ).returning(_c.key)
-        # Setting the default value: a missing row already means it, so only an update.
-        self.update_changed = (
+        # A missing row means "off, never switched" (version 0): create it so that the
+        # conditional update below has a row to compare with.
+        self.ensure = (
+            db.insert(_settings)
+            .on_conflict_do_nothing(index_elements=["key"])
+            .values(
+                key=bindparam("p_key"),
+                value=json.dumps(False),
+                updated_by=None,
+                updated_at=bindparam("p_updated_at"),
+                version=0,
+            )
+        )
+        # Changes the value only when it differs (and, when asked, only at the expected
+        # version): no row comes back from a no-op, including one that waited for a racer.
+        self.change = (
             update(_settings)
             .where(_c.key == bindparam("p_key"), _c.value != bindparam("p_value"))
             .values(
                 value=bindparam("p_value"),
                 updated_by=bindparam("p_updated_by"),
                 updated_at=bindparam("p_updated_at"),
+                version=_c.version + 1,
             )
             .returning(_c.key)
         )
+        self.change_at_version = self.change.where(_c.version == bindparam("p_version"))
 
 
 class OrgSettingsStore:
@@ -79,16 +98,24 @@ class OrgSettingsStore:
         return await self._db.transact(_read_only, write=False)
 
     async def set_read_only(
-        self, on: bool, *, actor: str, chat_id: str | None, via: str | None = None
-    ) -> tuple[bool, ReadOnlyMode]:
-        """Switch the mode; returns whether this call changed it, and the mode after.
+        self,
+        on: bool,
+        *,
+        actor: str,
+        chat_id: str | None,
+        via: str | None = None,
+        expected_version: int | None = None,
+    ) -> Switch:
+        """Switch the mode; says whether this call changed it, and the mode after.
 
         The audit row ("readonly.on" / "readonly.off") is written in the same transaction, and
         only on a change: switching to the current mode writes nothing. `via` names where the
         switch came from when not a chat (e.g. "console"); it goes into the audit row's detail.
+        With `expected_version`, the switch happens only while the mode is at that version;
+        otherwise nothing changes and the outcome is `stale`.
         """
         return await self._db.transact(
-            _set_read_only, self._sql, on, actor, chat_id, self._clock(), via
+            _set_read_only, self._sql, on, actor, chat_id, self._clock(), via, expected_version
         )
 
 
@@ -107,34 +134,41 @@ def _set_read_only(
     actor: str,
     chat_id: str | None,
     now: float,
-    via: str | None = None,
-) -> tuple[bool, ReadOnlyMode]:
-    value = json.dumps(on)
-    if on:
-        values = {"key": READ_ONLY, "value": value, "updated_by": actor, "updated_at": now}
-        changed = connection.execute(sql.upsert_changed, values).first() is not None
-    else:
-        values = {
-            "p_key": READ_ONLY,
-            "p_value": value,
-            "p_updated_by": actor,
-            "p_updated_at": now,
-        }
-        changed = connection.execute(sql.update_changed, values).first() is not None
+    via: str | None,
+    expected_version: int | None,
+) -> Switch:
+    connection.execute(sql.ensure, {"p_key": READ_ONLY, "p_updated_at": now})
+    values: dict[str, Any] = {
+        "p_key": READ_ONLY,
+        "p_value": json.dumps(on),
+        "p_updated_by": actor,
+        "p_updated_at": now,
+    }
+    statement = sql.change
+    if expected_version is not None:
+        statement, values["p_version"] = sql.change_at_version, expected_version
+    changed = connection.execute(statement, values).first() is not None
+    mode = _read_only(connection)
     if changed:
         action = "readonly.on" if on else "readonly.off"
-        detail = {"via": via} if via is not None else {}
+        detail: dict[str, Any] = {"version": mode.version}
+        if via is not None:
+            detail["via"] = via
         write_audit(
             connection, AuditEntry(action, actor=actor, chat_id=chat_id, detail=detail), now
         )
-    return changed, _read_only(connection)
+    stale = not changed and expected_version is not None and mode.version != expected_version
+    return Switch(changed, stale, mode)
 
 
 def _mode(row: Mapping[str, Any] | None) -> ReadOnlyMode:
     if row is None:
         return ReadOnlyMode(on=False, changed_by=None, changed_at=None)
+    version = int(row["version"] or 0)
     return ReadOnlyMode(
         on=bool(json.loads(row["value"])),
-        changed_by=row["updated_by"],
-        changed_at=row["updated_at"],
+        # The row created only to be compared with was never switched by anyone.
+        changed_by=row["updated_by"] if version else None,
+        changed_at=row["updated_at"] if version else None,
+        version=version,
     )

@@ -233,7 +233,9 @@ async def test_double_click_and_redelivered_callback_change_nothing(governed, de
         again = await bot.click(value, by=ADMIN, card_message_id=card.message_id, event_id="ev_1")
         deny = await bot.click(value_for(card, "deny"), by=ADMIN, card_message_id=card.message_id)
         assert first["toast"]["type"] == "success"
-        assert again["toast"]["type"] == "info" and header(again["card"]["data"]) == "Approved"
+        # The same delivery again (same event id) is recognised and not acted on at all.
+        assert again["toast"] == {"type": "info", "content": "This click was already handled."}
+        assert "card" not in again
         assert deny["toast"]["type"] == "info" and header(deny["card"]["data"]) == "Approved"
         await bot.reply("om_6")
         await bot.settle()
@@ -249,7 +251,7 @@ async def test_approve_for_this_conversation_covers_the_next_calls(governed, dep
         answer = await bot.click(
             value_for(card, "approve_session"), by=ADMIN, card_message_id=card.message_id
         )
-        assert header(answer["card"]["data"]) == "Approved for this conversation"
+        assert header(answer["card"]["data"]) == "Approved for this person here"
         await bot.reply("om_7")
         await bot.settle()
         assert deployer.runs == ["api", "web", "db"]

@@ -150,7 +150,13 @@ async def test_the_admin_card_toggles_the_mode(tmp_path, feishu, llm_server):
         await bot.wait_for(lambda: bool(bot.replies_to("om_a2")))
         (card,) = bot.replies_to("om_a2")
         (value,) = _button_values(card.content)
-        assert value == {"action": "admin", "setting": "read_only", "value": "on"}
+        assert {k: value[k] for k in ("action", "setting", "value", "version")} == {
+            "action": "admin",
+            "setting": "read_only",
+            "value": "on",
+            "version": 0,
+        }
+        assert len(value["seal"]) == 32  # only a value this bot rendered switches anything
 
         stranger = await bot.click(value, by="ou_user", card_message_id=card.message_id)
         assert stranger["toast"]["type"] == "error" and "card" not in stranger
@@ -170,8 +176,11 @@ async def test_the_admin_card_toggles_the_mode(tmp_path, feishu, llm_server):
                 if m.reply_to is None
             )
         )
+        # The card was rendered for version 0; the mode is at version 1 now: stale, and the
+        # answer shows the current state instead of switching anything.
         again = await bot.click(value, by=ADMIN, card_message_id=card.message_id, chat_id="oc_ops")
-        assert again["toast"]["type"] == "info"
+        assert again["toast"]["type"] == "warning" and "out of date" in again["toast"]["content"]
+        assert _button_values(again["card"]["data"])[0]["value"] == "off"
         assert "**on**" in await command(bot, "om_a4", "/readonly status", sender_open_id=ADMIN)
         audit = await AuditLog(bot.services.database).recent(action="readonly.")
         assert [a.action for a in audit] == ["readonly.on"]

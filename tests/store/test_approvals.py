@@ -1,9 +1,11 @@
-"""Approvals: one transition each, grants per conversation generation, orphans closed, audited."""
+"""Approvals: one transition each, grants per requester and conversation generation, orphans
+closed, read-only mode cancelling writes, audited with the whole call."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 
 import pytest
 
@@ -78,7 +80,8 @@ async def test_approve_once_then_every_other_transition_changes_nothing(db, cloc
         assert not lost.changed
         assert lost.record == won.record
     assert await approvals.cancel_run("run_1", "run stopped") == []
-    assert not await approvals.granted("chat:oc_1", 1, "sql_execute")  # no session grant
+    # No session grant.
+    assert not await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_asker")
 
     [entry] = await AuditLog(db, clock=clock).recent()
     assert (entry.action, entry.actor, entry.target, entry.chat_id) == (
@@ -87,7 +90,13 @@ async def test_approve_once_then_every_other_transition_changes_nothing(db, cloc
         created.id,
         "oc_1",
     )
-    assert entry.detail == {"tool": "sql_execute", "run_id": "run_1"}
+    assert entry.detail == {
+        "tool": "sql_execute",
+        "run_id": "run_1",
+        "requester": "ou_asker",
+        "arguments": 'query: "DELETE FROM t"',
+        "arguments_sha256": hashlib.sha256(b'query: "DELETE FROM t"').hexdigest(),
+    }
     assert entry.at == won.record.decided_at
 
 
@@ -134,20 +143,22 @@ async def test_a_decision_after_the_expiry_fails_and_the_expiry_wins(db, clock):
 async def test_approve_session_grants_the_tool_for_this_scope_and_generation_only(db, clock):
     approvals = ApprovalStore(db, clock=clock)
     created = await approvals.create(new_approval())
-    assert not await approvals.granted("chat:oc_1", 1, "sql_execute")
+    assert not await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_asker")
 
     outcome = await approvals.decide(created.id, "approve_session", actor="ou_admin")
     assert outcome.changed
     assert (outcome.record.state, outcome.record.session) == ("approved", True)
-    assert await approvals.granted("chat:oc_1", 1, "sql_execute")
-    assert not await approvals.granted("chat:oc_1", 2, "sql_execute")  # after a /reset
-    assert not await approvals.granted("chat:oc_2", 1, "sql_execute")
-    assert not await approvals.granted("chat:oc_1", 1, "sql_query")
+    assert await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_asker")
+    assert not await approvals.granted("chat:oc_1", 2, "sql_execute", "ou_asker")  # after a /reset
+    assert not await approvals.granted("chat:oc_2", 1, "sql_execute", "ou_asker")
+    assert not await approvals.granted("chat:oc_1", 1, "sql_query", "ou_asker")
+    # Nobody else in the conversation inherits the requester's grant.
+    assert not await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_carol")
 
     # A second session approval of the same tool keeps the grant (no conflict).
     again = await approvals.create(new_approval(run_id="run_2", message_id="om_2"))
     assert (await approvals.decide(again.id, "approve_session", actor="ou_boss")).changed
-    assert await approvals.granted("chat:oc_1", 1, "sql_execute")
+    assert await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_asker")
     assert await audit_actions(db, clock) == [
         "approval.approved_session",
         "approval.approved_session",
@@ -162,8 +173,8 @@ async def test_a_denied_or_late_session_approval_grants_nothing(db, clock):
     late = await approvals.create(new_approval(tool="sql_query"))
     clock.advance(TTL + 1)
     assert not (await approvals.decide(late.id, "approve_session", actor="ou_admin")).changed
-    assert not await approvals.granted("chat:oc_1", 1, "sql_execute")
-    assert not await approvals.granted("chat:oc_1", 1, "sql_query")
+    assert not await approvals.granted("chat:oc_1", 1, "sql_execute", "ou_asker")
+    assert not await approvals.granted("chat:oc_1", 1, "sql_query", "ou_asker")
 
 
 async def test_cancel(db, clock):
@@ -176,7 +187,11 @@ async def test_cancel(db, clock):
     assert not (await approvals.decide(created.id, "approve", actor="ou_admin")).changed
     [entry] = await AuditLog(db, clock=clock).recent()
     assert (entry.action, entry.actor, entry.target) == ("approval.cancelled", None, created.id)
-    assert entry.detail == {"tool": "sql_execute", "run_id": "run_1", "note": "run stopped"}
+    assert {k: entry.detail[k] for k in ("tool", "run_id", "note")} == {
+        "tool": "sql_execute",
+        "run_id": "run_1",
+        "note": "run stopped",
+    }
 
 
 async def test_cancel_run_cancels_only_the_runs_pending_approvals(db, clock):
@@ -242,7 +257,7 @@ async def test_two_decisions_at_once_have_exactly_one_winner(db, other_db, clock
     actions = await audit_actions(db, clock)
     assert len(actions) == 5
     grants = sum(action == "approval.approved_session" for action in actions)
-    assert await here.granted("chat:oc_1", 1, "sql_execute") == (grants > 0)
+    assert await here.granted("chat:oc_1", 1, "sql_execute", "ou_asker") == (grants > 0)
 
 
 async def test_close_orphans_cancels_approvals_nobody_waits_for(db, clock):
@@ -309,3 +324,40 @@ async def test_a_sweep_racing_a_decision_leaves_one_transition(db, other_db, clo
     decided = [outcome.record.id for outcome in results[1:-1] if outcome.changed]
     assert sorted(swept + decided) == sorted(ids)
     assert len(await AuditLog(db, clock=clock).recent()) == len(ids)
+
+
+async def test_the_whole_arguments_are_kept_however_long(db, clock):
+    """What the approver is shown is what runs: nothing is cut before it is stored."""
+    approvals = ApprovalStore(db, clock=clock)
+    arguments = '{"query": "' + "x" * 50_000 + '; DROP TABLE users"}'
+    created = await approvals.create(new_approval(arguments=arguments))
+    assert (await approvals.get(created.id)).arguments == arguments
+    await approvals.decide(created.id, "deny", actor="ou_admin")
+    [entry] = await AuditLog(db, clock=clock).recent()
+    assert entry.detail["arguments"] == arguments
+
+
+async def test_cancel_pending_writes_leaves_reads_and_closed_approvals(db, clock):
+    approvals = ApprovalStore(db, clock=clock)
+    write = await approvals.create(new_approval())
+    clock.advance(1)
+    unclassified = await approvals.create(new_approval(run_id="run_2", side_effect="unknown"))
+    clock.advance(1)
+    read = await approvals.create(new_approval(run_id="run_3", side_effect="read"))
+    decided = await approvals.create(new_approval(run_id="run_4"))
+    await approvals.decide(decided.id, "approve", actor="ou_admin")
+
+    cancelled = await approvals.cancel_pending_writes()
+    assert [r.id for r in cancelled] == [write.id, unclassified.id]
+    assert {r.state for r in cancelled} == {"cancelled"}
+    assert {r.note for r in cancelled} == {"read-only mode"}
+    assert (await approvals.get(read.id)).state == "pending"
+    assert (await approvals.get(decided.id)).state == "approved"
+    # A click that comes after loses: the cancellation was the one transition.
+    assert not (await approvals.decide(write.id, "approve", actor="ou_admin")).changed
+    assert await approvals.cancel_pending_writes() == []
+    assert sorted(await audit_actions(db, clock)) == [
+        "approval.approved",
+        "approval.cancelled",
+        "approval.cancelled",
+    ]

@@ -27,6 +27,7 @@ TABLES = {
     "usage_daily",
     "rate_windows",
     "conversation_locks",
+    "replay_guard",
 }
 
 
@@ -54,7 +55,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0004"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0005"
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):
