@@ -102,10 +102,13 @@ def test_nesting_past_the_limit_is_refused_and_below_it_parses(levels, kind):
 @settings(max_examples=500, deadline=None, derandomize=True)
 @given(raw=st.binary(max_size=600) | st.text(max_size=300).map(str.encode))
 def test_random_bytes_give_a_dict_or_untrusted_json_never_anything_else(raw):
+    refusal: UntrustedJson | None = None
     try:
         value = load_object(raw)
     except UntrustedJson as exc:
-        assert str(exc) and "\n" not in str(exc)
+        refusal = exc
+    if refusal is not None:
+        assert str(refusal) and "\n" not in str(refusal)
     else:
         assert isinstance(value, dict)
         json.dumps(value, ensure_ascii=False, allow_nan=False).encode()  # safe to store
