@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -57,6 +58,7 @@ from fakes.feishu_server import FakeFeishu  # noqa: E402
 VERIFICATION_TOKEN = "vt-bench"
 ENCRYPT_KEY = "ek-bench"
 P99_TARGET_MS = 10.0
+TRANSACTIONS_TARGET = 4.0  # the app's, per unique message, redeliveries and leases included
 POSTGRES_URL_ENVS = ("LARKGATE_BENCH_POSTGRES_URL", "LARKGATE_TEST_POSTGRES_URL")
 PROFILE = bool(os.environ.get("BENCH_PROFILE_SERVER"))
 # Path to a py-spy binary: sample the servers while the load runs (workdir/server-N.txt).
@@ -127,6 +129,8 @@ class Run:
     claims_by: dict[str, int]
     sessions: int | None = None  # PostgreSQL connections opened to the run's database
     transactions: int | None = None  # ... and transactions run in it
+    # The app's own transactions, by the store operation that ran them (both backends).
+    operations: Counter[str] = field(default_factory=Counter)
 
     @property
     def p50(self) -> float:
@@ -405,6 +409,7 @@ def start_server(
         # and the bench keeps measuring the workload its published numbers measured.
         "LARKGATE_RATE_LIMIT_PER_MINUTE": "0",
     }
+    env["BENCH_TRANSACTIONS"] = str(workdir / f"{owner}.transactions.json")
     if PROFILE:
         env["BENCH_CPROFILE"] = str(workdir / f"{owner}.prof")
     log = (workdir / f"{owner}.log").open("wb")
@@ -520,6 +525,11 @@ async def load(
     for server in servers:
         server.wait(30)
     servers.clear()
+    operations: Counter[str] = Counter()
+    for n in range(1, setup.processes + 1):
+        counted = workdir / f"server-{n}.transactions.json"
+        if counted.exists():  # written at a clean shutdown
+            operations.update(json.loads(counted.read_text()))
     acked = results.statuses.get(200, 0)
     return Run(
         posted=len(deliveries),
@@ -541,6 +551,7 @@ async def load(
         claims_by=claims,
         sessions=activity[0] if activity else None,
         transactions=activity[1] if activity else None,
+        operations=operations,
     )
 
 
@@ -567,9 +578,17 @@ class Summary:
     def p99(self) -> float:
         return self.median_of(lambda r: r.percentile(0.99))
 
+    @property
+    def transactions_per_message(self) -> float:
+        return self.median_of(lambda r: sum(r.operations.values()) / r.unique)
+
     def checks(self) -> list[tuple[str, bool]]:
         return [
             (f"p99 ACK ≤ {P99_TARGET_MS:g} ms", self.p99 <= P99_TARGET_MS),
+            (
+                f"≤ {TRANSACTIONS_TARGET:g} transactions/message",
+                self.transactions_per_message <= TRANSACTIONS_TARGET,
+            ),
             ("every delivery acknowledged", all(r.acked == r.posted for r in self.runs)),
             ("0 duplicate replies", self.total("duplicates") == 0),
             ("0 missing replies", self.total("missing") == 0),
@@ -642,6 +661,10 @@ def report(args: argparse.Namespace, summaries: list[Summary], notes: list[str])
         ("server CPU ms/message", [ms_per_message(s, "server_cpu") for s in summaries]),
         ("PostgreSQL CPU ms/message", [ms_per_message(s, "postgres_cpu") for s in summaries]),
         ("load generator CPU ms/message", [ms_per_message(s, "load_cpu") for s in summaries]),
+        (
+            "app transactions/message",
+            [f"{s.transactions_per_message:.2f}" for s in summaries],
+        ),
         ("PostgreSQL connections opened", [optional(s, "sessions", "{:.0f}") for s in summaries]),
         (
             "PostgreSQL transactions/message",
@@ -669,6 +692,13 @@ def report(args: argparse.Namespace, summaries: list[Summary], notes: list[str])
     print("  CPU per message: the server processes' own time; PostgreSQL's is apart (all its")
     print("  processes on this machine); the load generator is this process (sender and fake")
     print("  Feishu). Medians over runs; replies and misses are summed over runs.")
+    print()
+    print("  app transactions per message, by store operation (first run of each):")
+    names = sorted({name for s in summaries for name in s.runs[0].operations})
+    op_width = max([len(n) for n in names] + [10])
+    for name in sorted(names, key=lambda n: -summaries[0].runs[0].operations[n]):
+        values = [f"{s.runs[0].operations[name] / s.runs[0].unique:.2f}" for s in summaries]
+        print(f"    {name:<{op_width}}  " + "  ".join(f"{v:>{col}}" for v in values))
     ok = all(v == "PASS" for v in verdicts)
     return 0 if ok or not args.check else 1
 

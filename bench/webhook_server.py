@@ -12,6 +12,10 @@ processes may share one PostgreSQL database, as replicas behind a load balancer 
 
 ``BENCH_DB_OPTIONS`` (JSON, for experiments) adds engine options to the app's
 ``Database``, e.g. ``{"pool_size": 20, "pool_pre_ping": false}`` on PostgreSQL.
+
+``BENCH_TRANSACTIONS`` (a path): count the app's transactions by the store operation that
+ran them, and write the counts there as JSON at shutdown (both backends; PostgreSQL's own
+statistics also count what SQLAlchemy runs outside them, such as pool pings).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import cProfile
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -60,6 +66,27 @@ def _tune_database(options: dict[str, Any]) -> None:
     bot.app.Database = TunedDatabase  # type: ignore[misc]
 
 
+def _count_transactions(app: web.Application, path: str) -> None:
+    """Count every ``Database.transact`` by the operation (``fn``) it runs."""
+    counts: Counter[str] = Counter()
+    transact = Database.transact
+
+    async def counted(self: Database, fn: Any, /, *args: Any, write: bool = True) -> Any:
+        counts[getattr(fn, "__qualname__", repr(fn))] += 1
+        return await transact(self, fn, *args, write=write)
+
+    Database.transact = counted  # type: ignore[method-assign]
+
+    async def stop(_: web.Application) -> None:
+        _write_json(Path(path), counts)  # at shutdown: nothing else waits for the loop
+
+    app.on_shutdown.append(stop)
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value))
+
+
 def _profile_serving(app: web.Application, path: str) -> None:
     """Profile the serving phase only (not the imports and start-up)."""
     profiler = cProfile.Profile()
@@ -93,6 +120,9 @@ def main() -> None:
         connectors=ConnectorsConfig(explicit=True),
         owner=args.owner,
     )
+    count_to = os.environ.get("BENCH_TRANSACTIONS")
+    if count_to:
+        _count_transactions(app, count_to)
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)
