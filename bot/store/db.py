@@ -21,6 +21,12 @@ is re-raised to the caller of `transact`).
 - PostgreSQL: asyncpg under SQLAlchemy's async engine; `fn` runs through `run_sync` (one
   greenlet a transaction). The default READ COMMITTED level; the stores stay correct there
   through conditional updates and `INSERT ... ON CONFLICT DO NOTHING`.
+  The pool keeps `POSTGRES_POOL_SIZE` connections open (opening one costs the server a
+  process and the bot several round trips; at SQLAlchemy's default of 5, a burst of messages
+  opened and closed overflow connections by the hundred) and does not ping a connection
+  before each use (a round trip per transaction, half of them on the hot path). A connection
+  that died while idle (the server restarted) instead fails at its first statement; such a
+  transaction, which ran nothing, is run once more on a fresh connection.
 
 `fn` runs off the event loop (SQLite) or inside it (PostgreSQL): it must do nothing but database
 work, and must not await, sleep or call `transact`. If the task awaiting `transact` is
@@ -56,6 +62,9 @@ SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 DEFAULT_CHECKPOINT_INTERVAL = 5.0
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+POSTGRES_POOL_SIZE = 20
+POSTGRES_MAX_OVERFLOW = 10
+_RAN = "larkgate_ran_a_statement"  # in a connection's .info: a statement of fn completed
 _SELECT_1 = text("SELECT 1")
 
 
@@ -107,6 +116,25 @@ def _select_1(connection: Connection) -> None:
     connection.execute(_SELECT_1)
 
 
+def _mark_ran(connection: Connection, *_: Any) -> None:
+    ran = connection.info.get(_RAN)
+    if ran is not None:
+        ran[0] = True
+
+
+def _tracking(
+    connection: Connection, fn: Callable[..., T], args: tuple[Any, ...], ran: list[bool]
+) -> T:
+    """Run ``fn``; ``ran[0]`` turns True once one of its statements completed.
+
+    (Set up before anything can fail: an invalidated connection's ``info`` must not be
+    read again, so the flag lives in ``ran``, which the listener above updates.)
+    """
+    ran.append(False)
+    connection.info[_RAN] = ran
+    return fn(connection, *args)
+
+
 class Database:
     """Transactions on one database; create one per process and inject it.
 
@@ -146,8 +174,12 @@ class Database:
                 engine_options=engine_options,
             )
         else:
-            engine_options.setdefault("pool_pre_ping", True)
+            if "poolclass" not in engine_options:
+                engine_options.setdefault("pool_size", POSTGRES_POOL_SIZE)
+                engine_options.setdefault("max_overflow", POSTGRES_MAX_OVERFLOW)
+            engine_options.setdefault("pool_pre_ping", False)
             self._async_engine = create_async_engine(self._url, echo=echo, **engine_options)
+            event.listen(self._async_engine.sync_engine, "after_cursor_execute", _mark_ran)
 
     @classmethod
     async def connect(cls, url: str | URL = DEFAULT_DATABASE_URL, **options: Any) -> Database:
@@ -193,8 +225,13 @@ class Database:
         if self._async_engine is not None:
             self._in_flight += 1
             try:
-                async with self._async_engine.begin() as connection:
-                    return await connection.run_sync(fn, *args)
+                try:
+                    return await self._postgres_transaction(fn, args)
+                except DBAPIError as exc:
+                    if not (exc.connection_invalidated and getattr(exc, _RAN, True) is False):
+                        raise
+                    logger.warning("a pooled database connection was dead; retrying on a new one")
+                    return await self._postgres_transaction(fn, args)
             finally:
                 self._in_flight -= 1
                 if not self._in_flight and self._idle is not None:
@@ -208,6 +245,18 @@ class Database:
         future = loop.create_future()
         worker.submit((fn, args, write, future, loop))
         return await future
+
+    async def _postgres_transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        assert self._async_engine is not None
+        ran: list[bool] = []
+        try:
+            async with self._async_engine.begin() as connection:
+                return await connection.run_sync(_tracking, fn, args, ran)
+        except DBAPIError as exc:
+            # Whether any statement of this transaction completed: only when none did is
+            # running it again certain not to apply anything twice.
+            setattr(exc, _RAN, bool(ran) and ran[0])
+            raise
 
     async def ping(self, *, max_wait: float = 2.0) -> bool:
         """True when the database answers `SELECT 1` within `max_wait` seconds (for /healthz)."""

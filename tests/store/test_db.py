@@ -9,7 +9,7 @@ import time
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from bot.store import Database, DatabaseConfigError, normalize_url
 from bot.store import db as db_module
@@ -398,3 +398,33 @@ async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_on
             other.close()
         await db.transact(_insert, "after", 2)
         assert await _ids(db) == ["after"]
+
+
+async def test_a_connection_killed_while_idle_is_replaced_and_nothing_runs_twice(db, other_db):
+    """No ping before each use: a pooled connection the server dropped (a restart, an
+    idle timeout) fails at its first statement, and that transaction, which ran nothing,
+    runs once more on a new connection. One that had run a statement is not retried."""
+    if db.dialect != "postgresql":
+        pytest.skip("PostgreSQL")
+
+    def backend_pid(connection) -> int:
+        return connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+
+    def terminate(connection, pid: int) -> None:
+        connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
+    def insert_then_terminate_self(connection) -> None:
+        _insert(connection, "half", 2)
+        # The connection dies under this transaction, after one of its statements ran.
+        connection.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+
+    victim = await db.transact(backend_pid, write=False)
+    await other_db.transact(terminate, victim)
+    await db.transact(_insert, "after", 1)  # on the pool's dead connection first
+    assert await _ids(db) == ["after"]
+    assert await db.transact(backend_pid, write=False) != victim
+
+    with pytest.raises(DBAPIError) as died:
+        await db.transact(insert_then_terminate_self)
+    assert died.value.connection_invalidated
+    assert await _ids(db) == ["after"]  # rolled back, and not run a second time
