@@ -79,6 +79,7 @@ class Services:
     governance: Governance
     metrics: Metrics
     run_events: RunEventHub | None = None  # every run's events (the web console reads them)
+    conversation_lock: SharedConversationLock | None = None
 
 
 SERVICES = web.AppKey("services", Services)
@@ -322,6 +323,7 @@ def _lifecycle(
             governance,
             metrics=metrics,
             run_events=run_events,
+            conversation_lock=conversation_lock,
         )
         app[CONSOLE] = Console(run_events, RunStore(database, clock=clock), governance)
         loop = asyncio.get_running_loop()
@@ -355,6 +357,8 @@ def _lifecycle(
 async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace: float) -> None:
     """Finish what can finish within ``grace``; hand the rest back through the ledger."""
     unfinished = await services.workers.close(grace)
+    if services.conversation_lock is not None:
+        await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)
     for chore in chores:
         chore.cancel()

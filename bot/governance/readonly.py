@@ -57,15 +57,27 @@ class ReadOnlyGuard:
 
 
 class ToolsForRun:
-    """The registry a new run is offered: all tools, or only the read ones in read-only mode."""
+    """The registry a new run is offered: all tools, or only the read ones in read-only mode.
 
-    def __init__(self, tools: ToolRegistry, org: OrgSettingsStore) -> None:
+    What is offered may lag a switch by ``max_age_seconds`` (the mode is read at most that
+    often, not once per message): a write offered just before the switch is refused anyway,
+    by ``ReadOnlyGuard``, which reads the mode afresh whenever a write would run.
+    """
+
+    def __init__(
+        self, tools: ToolRegistry, org: OrgSettingsStore, *, max_age_seconds: float = 1.0
+    ) -> None:
         self._all = tools
         self._read = read_tools(tools)
         self._org = org
+        self._max_age = max_age_seconds
+        self._writes = len(self._read.names()) < len(tools.names())
 
     async def __call__(self) -> ToolRegistry:
-        return self._read if (await self._org.read_only()).on else self._all
+        if not self._writes:  # nothing to hide: no need to know the mode
+            return self._all
+        mode = await self._org.recent_read_only(self._max_age)
+        return self._read if mode.on else self._all
 
 
 class ReadOnlySwitch:

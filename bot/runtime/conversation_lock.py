@@ -3,6 +3,11 @@
 Waiting is a short poll with backoff: it only happens when two processes hold messages
 of the same conversation at the same moment, which is rare (a user writes again while
 another replica still finishes the previous turn). Held locks are renewed by one loop.
+
+Releases are gathered for ``release_delay`` seconds and freed in one transaction: a busy
+process frees dozens of conversations a second, and another process waits for a released
+conversation at most that much longer. A conversation taken again here before its release
+was written is simply kept: the row is still ours and its lease still runs.
 """
 
 from __future__ import annotations
@@ -24,18 +29,29 @@ class SharedConversationLock:
         renew_every: float,
         first_wait: float = 0.05,
         max_wait: float = 0.5,
+        release_delay: float = 0.05,
     ) -> None:
         self._locks = locks
         self._renew_every = renew_every
         self._first_wait = first_wait
         self._max_wait = max_wait
+        self._release_delay = release_delay
         self._held: set[str] = set()
+        self._releasing: set[str] = set()  # released here, not yet in the database
+        self._writing: set[str] = set()  # in the release transaction under way
+        self._flush: asyncio.Task[None] | None = None
 
     @property
     def held(self) -> frozenset[str]:
         return frozenset(self._held)
 
     async def acquire(self, key: str) -> None:
+        if key in self._releasing:  # released a moment ago, and still ours
+            self._releasing.discard(key)
+            self._held.add(key)
+            return
+        while key in self._writing and self._flush is not None:
+            await asyncio.shield(self._flush)  # then take it as anyone would
         wait = self._first_wait
         waited = False
         while True:
@@ -54,8 +70,32 @@ class SharedConversationLock:
             wait = min(wait * 2, self._max_wait)
 
     async def release(self, key: str) -> None:
+        """Let ``key`` go; it is freed in the database within ``release_delay``."""
+        if key not in self._held:
+            return
         self._held.discard(key)
-        await self._locks.release(key)
+        self._releasing.add(key)
+        if self._flush is None or self._flush.done():
+            self._flush = asyncio.create_task(self._write_releases(), name="release-locks")
+
+    async def flush(self) -> None:
+        """Write the releases still gathered (at shutdown: other processes need not wait)."""
+        while self._flush is not None and not self._flush.done():
+            await asyncio.shield(self._flush)
+        if self._releasing:
+            self._flush = asyncio.create_task(self._write_releases(delay=0.0))
+            await self._flush
+
+    async def _write_releases(self, delay: float | None = None) -> None:
+        await asyncio.sleep(self._release_delay if delay is None else delay)
+        while self._releasing:
+            self._writing, self._releasing = self._releasing, set()
+            try:
+                await self._locks.release(self._writing)
+            except Exception:  # their leases lapse on their own
+                logger.exception("releasing %d conversation locks failed", len(self._writing))
+            finally:
+                self._writing = set()
 
     async def keep(self) -> None:
         """Run for the life of the process: renew the leases of the locks held here."""

@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 MESSAGE_EVENT = "im.message.receive_v1"
 CLAIMED = ("claimed", "taken_over")
+# Message ids this process claimed, remembered so that Feishu's redeliveries of them (a
+# third of deliveries at times) are dropped without a database round trip.
+RECENT_CLAIMS = 10_000
 
 ProcessClaim = Callable[[Claim], Awaitable[None]]
 
@@ -53,6 +56,27 @@ class InFlight:
         return len(self._ids)
 
 
+class RecentClaims:
+    """The last ``size`` message ids this process claimed, oldest forgotten first.
+
+    A redelivery of one of them is a duplicate by the ledger's own rules: the claim is
+    stored and ours, and if our work on it failed, the sweeper retries it once the lease
+    lapses, as it would after a redelivery.
+    """
+
+    def __init__(self, size: int = RECENT_CLAIMS) -> None:
+        self._size = size
+        self._ids: dict[str, None] = {}  # insertion-ordered
+
+    def add(self, message_id: str) -> None:
+        self._ids[message_id] = None
+        if len(self._ids) > self._size:
+            del self._ids[next(iter(self._ids))]
+
+    def __contains__(self, message_id: object) -> bool:
+        return message_id in self._ids
+
+
 class EventIntake:
     def __init__(
         self,
@@ -76,6 +100,7 @@ class EventIntake:
         self._max_age = max_age_seconds
         self._clock = clock
         self._in_flight = in_flight
+        self._recent = RecentClaims()
 
     async def __call__(self, event: VerifiedEvent) -> None:
         """The webhook's handler: quick, and it raises only if the claim could not be stored."""
@@ -89,6 +114,11 @@ class EventIntake:
         age = self._clock() - created_ms / 1000 if created_ms else 0.0
         if age > self._max_age:
             logger.info("dropping stale message %s (%.0f s old)", message_id, age)
+            return
+        if message_id in self._recent:
+            logger.debug("duplicate delivery of %s (claimed here)", message_id)
+            if self._on_duplicate is not None:
+                self._on_duplicate()
             return
         claim = await self._ledger.claim(
             message_id,
@@ -105,6 +135,7 @@ class EventIntake:
 
     def start(self, claim: Claim) -> None:
         """Work on a claim this process holds; its lease is kept until the work is done."""
+        self._recent.add(claim.message_id)
         self._in_flight.add(claim.message_id)
         self._tasks.spawn(self._run(claim), name=f"message:{claim.message_id}")
 

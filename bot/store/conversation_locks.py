@@ -31,7 +31,8 @@ _RENEW = (
     .returning(_locks.c.scope_key)
 )
 _RELEASE = delete(_locks).where(
-    _locks.c.scope_key == bindparam("key"), _locks.c.owner == bindparam("p_owner")
+    _locks.c.scope_key.in_(bindparam("keys", expanding=True)),
+    _locks.c.owner == bindparam("p_owner"),
 )
 
 
@@ -75,8 +76,10 @@ class ConversationLocks:
         }
         return await self._db.transact(_renew, params)
 
-    async def release(self, key: str) -> None:
-        await self._db.transact(_release, {"key": key, "p_owner": self._owner})
+    async def release(self, keys: Collection[str]) -> None:
+        """Free the locks of ``keys`` that are ours (one transaction for them all)."""
+        if keys:
+            await self._db.transact(_release, {"keys": sorted(keys), "p_owner": self._owner})
 
 
 def _take(connection: Connection, statement: Any, values: dict[str, Any], now: float) -> bool:

@@ -92,10 +92,30 @@ class OrgSettingsStore:
         self._db = db
         self._clock = clock
         self._sql = _Statements(db)
+        self._last: tuple[float, ReadOnlyMode] | None = None  # (read at, monotonic; mode)
 
     async def read_only(self) -> ReadOnlyMode:
         """The current mode; off when it was never switched."""
-        return await self._db.transact(_read_only, write=False)
+        mode = await self._db.transact(_read_only, write=False)
+        self._remember(mode)
+        return mode
+
+    async def recent_read_only(self, max_age_seconds: float) -> ReadOnlyMode:
+        """The mode as read at most ``max_age_seconds`` ago (by this process), else afresh.
+
+        For what may lag a switch by that long without harm, such as which tools a new run
+        is offered; never for a decision that lets a write run (``read_only`` is for those).
+        """
+        last = self._last
+        if last is not None and time.monotonic() - last[0] <= max_age_seconds:
+            return last[1]
+        return await self.read_only()
+
+    def _remember(self, mode: ReadOnlyMode) -> None:
+        last = self._last
+        # Reads that overlap may finish out of order: keep the newer version.
+        if last is None or mode.version >= last[1].version:
+            self._last = (time.monotonic(), mode)
 
     async def set_read_only(
         self,
@@ -114,9 +134,11 @@ class OrgSettingsStore:
         With `expected_version`, the switch happens only while the mode is at that version;
         otherwise nothing changes and the outcome is `stale`.
         """
-        return await self._db.transact(
+        switch = await self._db.transact(
             _set_read_only, self._sql, on, actor, chat_id, self._clock(), via, expected_version
         )
+        self._remember(switch.mode)
+        return switch
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.
