@@ -17,6 +17,7 @@ import logging
 import random
 
 from bot.store.conversation_locks import ConversationLocks
+from bot.store.conversations import ConversationPrefetch
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,10 @@ class SharedConversationLock:
         first_wait: float = 0.05,
         max_wait: float = 0.5,
         release_delay: float = 0.05,
+        prefetch: ConversationPrefetch | None = None,
     ) -> None:
         self._locks = locks
+        self._prefetch = prefetch  # the conversation, read with its lock
         self._renew_every = renew_every
         self._first_wait = first_wait
         self._max_wait = max_wait
@@ -56,7 +59,11 @@ class SharedConversationLock:
         waited = False
         while True:
             try:
-                if await self._locks.try_acquire(key):
+                read = self._prefetch.read if self._prefetch is not None else None
+                won, loaded = await self._locks.try_acquire_reading(key, read)
+                if won:
+                    if self._prefetch is not None and loaded is not None:
+                        self._prefetch.keep(key, loaded)
                     self._held.add(key)
                     if waited:
                         logger.info("conversation %s: now ours after another process", key)
@@ -74,6 +81,8 @@ class SharedConversationLock:
         if key not in self._held:
             return
         self._held.discard(key)
+        if self._prefetch is not None:
+            self._prefetch.forget(key)  # true only while the lock is held
         self._releasing.add(key)
         if self._flush is None or self._flush.done():
             self._flush = asyncio.create_task(self._write_releases(), name="release-locks")

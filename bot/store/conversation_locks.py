@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, delete, or_, update
 from sqlalchemy.engine import Connection
@@ -20,6 +20,7 @@ from bot.store.db import Database
 from bot.store.models import ConversationLockRow
 
 _locks = ConversationLockRow.__table__
+T = TypeVar("T")
 
 _RENEW = (
     update(_locks)
@@ -61,9 +62,17 @@ class ConversationLocks:
 
     async def try_acquire(self, key: str) -> bool:
         """Take the lock of ``key`` if nobody else holds it; True when it is ours."""
+        won, _ = await self.try_acquire_reading(key, None)
+        return won
+
+    async def try_acquire_reading(
+        self, key: str, read: Callable[[Connection, str], T] | None
+    ) -> tuple[bool, T | None]:
+        """``try_acquire``, and when the lock is ours, ``read(connection, key)`` in the same
+        transaction (what the holder reads first anyway, without a round trip of its own)."""
         now = self._clock()
         values = {"scope_key": key, "owner": self._owner, "lease_until": now + self._lease}
-        return await self._db.transact(_take, self._take, values, now)
+        return await self._db.transact(_take, self._take, values, now, key, read)
 
     async def renew(self, keys: Collection[str]) -> set[str]:
         """Extend the leases of ``keys`` we hold; returns the ones still ours."""
@@ -82,9 +91,18 @@ class ConversationLocks:
             await self._db.transact(_release, {"keys": sorted(keys), "p_owner": self._owner})
 
 
-def _take(connection: Connection, statement: Any, values: dict[str, Any], now: float) -> bool:
+def _take(
+    connection: Connection,
+    statement: Any,
+    values: dict[str, Any],
+    now: float,
+    key: str,
+    read: Callable[[Connection, str], T] | None,
+) -> tuple[bool, T | None]:
     row = connection.execute(statement.values(values), {"now": now}).first()
-    return row is not None
+    if row is None:
+        return False, None
+    return True, (read(connection, key) if read is not None else None)
 
 
 def _renew(connection: Connection, params: dict[str, Any]) -> set[str]:

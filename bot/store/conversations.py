@@ -129,17 +129,59 @@ def conversation_insert(db: Database) -> Any:
     )
 
 
+class ConversationPrefetch:
+    """Loads read ahead, in the transaction that took the conversation's lock: the turn
+    that runs next under that lock finds its conversation here instead of reading it in a
+    transaction of its own (one fewer per message).
+
+    A loaded conversation stays true while its lock is held (no other process writes the
+    conversation) until this process writes it; the lock forgets it when it is released,
+    and `ConversationStore.reset` forgets it first.
+    """
+
+    def __init__(self, history_limit: int) -> None:
+        self._limit = max(history_limit, 0)
+        self._loaded: dict[str, LoadedConversation] = {}
+
+    def read(self, connection: Connection, scope_key: str) -> LoadedConversation:
+        """The load, inside the caller's transaction."""
+        return _load(connection, scope_key, self._limit)
+
+    def keep(self, scope_key: str, loaded: LoadedConversation) -> None:
+        self._loaded[scope_key] = loaded
+
+    def forget(self, scope_key: str) -> None:
+        self._loaded.pop(scope_key, None)
+
+    def take(self, scope_key: str, history_limit: int) -> LoadedConversation | None:
+        if max(history_limit, 0) != self._limit:
+            return None
+        return self._loaded.pop(scope_key, None)
+
+
 class ConversationStore:
     """Load, get, reset and extend the conversations of scopes."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], float] = time.time,
+        prefetch: ConversationPrefetch | None = None,
+    ) -> None:
         self._db = db
         self._clock = clock
         self._insert_conversation = conversation_insert(db)
+        self._prefetch = prefetch
 
     async def load(self, scope_key: str, *, history_limit: int) -> LoadedConversation:
         """The scope's active conversation and its last `history_limit` turns, oldest first,
-        in one read transaction; creates nothing."""
+        in one read transaction (or read ahead with the conversation's lock); creates
+        nothing."""
+        if self._prefetch is not None:
+            loaded = self._prefetch.take(scope_key, history_limit)
+            if loaded is not None:
+                return loaded
         return await self._db.transact(_load, scope_key, max(history_limit, 0), write=False)
 
     async def active(self, scope_key: str) -> Conversation:
@@ -155,6 +197,8 @@ class ConversationStore:
         generation 2. Two resets racing on one scope create one new generation, and both
         return it.
         """
+        if self._prefetch is not None:
+            self._prefetch.forget(scope_key)  # it showed the generation before the reset
         return await self._db.transact(_reset, self._insert_conversation, scope_key, self._clock())
 
     async def get(self, conversation_id: str) -> Conversation | None:

@@ -6,6 +6,7 @@ import asyncio
 
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.store.conversation_locks import ConversationLocks
+from bot.store.conversations import ConversationPrefetch, ConversationStore
 
 KEY = "p2p:oc_a"
 
@@ -108,3 +109,59 @@ async def test_a_conversation_in_a_release_being_written_is_taken_after_it(db, c
     assert KEY in a.held
     other = locks(db, clock, "b")
     assert not await other.try_acquire(KEY)
+
+
+class CountingDatabase:
+    """Counts the transactions run through it (a thin wrapper around the real one)."""
+
+    def __init__(self, db) -> None:
+        self._db = db
+        self.transactions = 0
+
+    async def transact(self, fn, *args, write=True):
+        self.transactions += 1
+        return await self._db.transact(fn, *args, write=write)
+
+    def insert(self, table):
+        return self._db.insert(table)
+
+
+async def test_the_first_load_rides_with_the_lock_and_is_what_a_load_would_read(
+    db, other_db, clock
+):
+    writer = ConversationStore(other_db, clock=clock)  # another process wrote history
+    conversation = await writer.active(KEY)
+    await writer.append(conversation.id, "user", "hello", message_id="om_1")
+    counted = CountingDatabase(db)
+    prefetch = ConversationPrefetch(history_limit=20)
+    store = ConversationStore(counted, clock=clock, prefetch=prefetch)
+    lock = SharedConversationLock(
+        ConversationLocks(counted, owner="a", lease_seconds=30.0, clock=clock),
+        renew_every=10.0,
+        prefetch=prefetch,
+    )
+    await lock.acquire(KEY)
+    loaded = await store.load(KEY, history_limit=20)
+    assert counted.transactions == 1  # the lock and the load, together
+    assert loaded == await ConversationStore(db).load(KEY, history_limit=20)
+    assert [h.content for h in loaded.history] == ["hello"]
+    await store.load(KEY, history_limit=20)  # a later turn reads afresh
+    assert counted.transactions == 2
+
+
+async def test_a_read_ahead_is_forgotten_at_a_reset_and_at_the_release(db, clock):
+    prefetch = ConversationPrefetch(history_limit=20)
+    store = ConversationStore(db, clock=clock, prefetch=prefetch)
+    lock = SharedConversationLock(
+        ConversationLocks(db, owner="a", lease_seconds=30.0, clock=clock),
+        renew_every=10.0,
+        prefetch=prefetch,
+    )
+    await lock.acquire(KEY)
+    await store.reset(KEY)
+    assert (await store.load(KEY, history_limit=20)).generation == 2
+    await lock.release(KEY)
+    await lock.flush()
+    await lock.acquire(KEY)
+    await lock.release(KEY)
+    assert prefetch.take(KEY, 20) is None
