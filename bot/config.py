@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     sql_connector_url: SecretStr = SecretStr("")
     http_connector_allowed_hosts: str = ""
     # Live answer cards: snapshots per second per card (Feishu allows 10 operations).
-    larkgate_card_updates_per_second: float = Field(default=4.0, gt=0, le=10)
+    larkgate_card_updates_per_second: float = Field(default=1.0, gt=0, le=10)
     # Who may decide approvals: auto (the admins if any, else the requester), requester,
     # admins, or a comma-separated list of open_ids.
     larkgate_approvers: str = "auto"

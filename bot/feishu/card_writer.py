@@ -9,8 +9,13 @@ request in flight, coalescing everything that changed meanwhile:
   elements are PUT with their full text and a strictly increasing ``sequence``; at
   the end one card update writes the final text and footer and turns streaming off.
 - Pacing: a first answer token is shown at once (after the per-card minimum gap),
-  later snapshots every ``cadence`` seconds, never more than 10 operations a second
-  on one card. A 230020 skips the frame and slows the cadence down.
+  later snapshots every ``cadence`` seconds (about one a second: each update is an API
+  call, and a tenant's free tier has 10,000 a month), never more than 10 operations a
+  second on one card. A 230020 skips the frame and slows the cadence down.
+- The client types each update's new text out (``Typewriter``): the card is created
+  paced for a typical rate, and once the answer's own rate is measured (after a
+  second), re-paced with one settings call if it is far off, so the text keeps moving
+  between updates instead of jumping once a second.
 - Long answers continue in further cards before the element limit; a card that
   cannot be edited any more (streaming closed, edit window over) is left showing what
   it had, and the rest continues in a new card. Nothing is recalled.
@@ -48,20 +53,30 @@ from .errors import (
 from .live_card import (
     WORKING,
     LiveView,
+    Typewriter,
     display_answer,
     final_card,
     steps_markdown,
     streaming_card,
     summary_of,
 )
-from .render import ELEMENT_CHARS, answer_cards
+from .render import answer_cards
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["cardkit", "single", "patch", "plain", "gone"]
 
 MIN_GAP = 0.1  # 10 operations a second on one card, Feishu's limit
-DEFAULT_CADENCE = 0.25
+DEFAULT_CADENCE = 1.0
+RATE_AFTER = 1.0  # seconds of answer before its rate counts as measured
+RETUNE_BEYOND = 0.35  # re-pace the typewriter when it is off by more than this share
+MAX_RETUNES = 2  # settings calls a card may spend on its typewriter
+FIRST_GAP = 0.25  # after the first text, updates come 0.25, 0.5, 1 s apart: the client
+# has only a token or two to type at first, and a full second's wait would show as a stall
+# Characters of the answer one live card holds before the next card continues it: a
+# 4,000-character answer fits in one (each further card costs three calls), and the
+# final card stays under Feishu's 30 KB even in CJK (3 bytes a character).
+LIVE_ELEMENT_CHARS = 6000
 PATCH_GAP = 1.5
 MAX_CADENCE = 1.0
 OPS_PER_SECOND = 10
@@ -82,6 +97,8 @@ class _Card:
     shown_answer: str = ""
     shown_raw: int = 0  # characters of the answer this card shows
     with_steps: bool = False
+    typewriter: Typewriter | None = None
+    retunes: int = 0
     last_op: float = -1e9
     recent_ops: deque[float] = field(default_factory=deque)
 
@@ -105,7 +122,7 @@ class LiveReply:
         uuid_seed: str,
         cadence: float = DEFAULT_CADENCE,
         patch_gap: float = PATCH_GAP,
-        element_chars: int = ELEMENT_CHARS,
+        element_chars: int = LIVE_ELEMENT_CHARS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -127,6 +144,8 @@ class LiveReply:
         self._finishing = False
         self._degraded = False
         self._pump: asyncio.Task[None] | None = None
+        self._answer_began: tuple[float, int] | None = None  # (time, length) first seen
+        self._answer_updates = 0  # answer texts sent (the ramp of the cadence counts them)
 
     # -- what the owner calls ----------------------------------------------------------
 
@@ -156,6 +175,7 @@ class LiveReply:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            self._urgent.clear()  # this sync serves it; a later one sets it again
             final = self._finishing
             if final:
                 final_rounds += 1
@@ -179,7 +199,7 @@ class LiveReply:
         """Wait out the cadence since the last operation; an urgent change waits less."""
         if not self._cards:
             return
-        gap = self._patch_gap if self.mode == "patch" else self._cadence
+        gap = self._patch_gap if self.mode == "patch" else self._ramped_cadence()
         while True:
             if self._urgent.is_set():
                 self._urgent.clear()
@@ -192,6 +212,11 @@ class LiveReply:
                 await asyncio.wait_for(self._urgent.wait(), timeout=delay)
             except TimeoutError:
                 return
+
+    def _ramped_cadence(self) -> float:
+        if not self._answer_updates:
+            return self._cadence
+        return max(MIN_GAP, min(self._cadence, FIRST_GAP * 2 ** (self._answer_updates - 1)))
 
     async def _sync(self, *, final: bool) -> None:
         if self.mode == "gone":
@@ -252,6 +277,41 @@ class LiveReply:
             and await self._op(card, self._put(card, "answer", shown))
         ):
             card.shown_answer, card.shown_raw = shown, len(part)
+            self._answer_updates += 1
+            await self._retune(card)
+
+    def _answer_rate(self) -> float | None:
+        """Characters a second the answer has been growing at; None until measured."""
+        now, length = self._clock(), len(self.view.answer)
+        if self._answer_began is None:
+            if length:
+                self._answer_began = (now, length)
+            return None
+        began, first = self._answer_began
+        if now - began < RATE_AFTER or length <= first:
+            return None
+        return (length - first) / (now - began)
+
+    def _typewriter(self) -> Typewriter:
+        rate = self._answer_rate()
+        return Typewriter.for_rate(rate if rate is not None else Typewriter.DEFAULT_RATE)
+
+    async def _retune(self, card: _Card) -> None:
+        """Re-pace the card's typewriter to the measured rate, when it is far off."""
+        rate = self._answer_rate()
+        if rate is None or card.typewriter is None or card.retunes >= MAX_RETUNES:
+            return
+        wanted = Typewriter.for_rate(rate)
+        if abs(card.typewriter.chars_per_second / wanted.chars_per_second - 1) <= RETUNE_BEYOND:
+            return
+        settings = {"config": {"streaming_config": wanted.config()}}
+
+        def call(sequence: int) -> Awaitable[None]:
+            return self._client.update_card_settings(card.card_id, settings, sequence=sequence)
+
+        card.retunes += 1
+        if await self._op(card, call):
+            card.typewriter = wanted
 
     async def _open(self, card: _Card, part: str, *, final: bool) -> bool:
         """Create the card entity with what there is to show, and send it. True when sent."""
@@ -259,7 +319,9 @@ class LiveReply:
             steps = steps_markdown(self.view.steps) if card.with_steps else None
             shown = display_answer(part, final=final) if part else WORKING
             summary = "(continued)" if card.index else summary_of(part or self.view.notice)
-            body = streaming_card(steps=steps, answer=shown, summary=summary)
+            self._answer_rate()  # starts measuring with the first text
+            typewriter = self._typewriter()
+            body = streaming_card(steps=steps, answer=shown, summary=summary, typewriter=typewriter)
             try:
                 card.card_id = await self._count(self._client.create_card(body))
             except (FeishuRateLimited, FeishuTransportError):
@@ -271,6 +333,8 @@ class LiveReply:
                 self._dirty.set()
                 return False
             card.shown_steps, card.shown_answer, card.shown_raw = steps, shown, len(part)
+            card.typewriter = typewriter
+            self._answer_updates += bool(part)
             card.last_op = self._clock()
         return await self._send_entity(card)
 

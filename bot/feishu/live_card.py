@@ -92,8 +92,47 @@ def display_answer(text: str, *, final: bool) -> str:
     return shown
 
 
-def streaming_card(*, steps: str | None, answer: str, summary: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Typewriter:
+    """How the Feishu client types out streamed text between two updates: ``step``
+    characters every ``frequency_ms`` (the card's ``streaming_config``).
+
+    Paced a little faster than the text arrives (``LEAD``), the client finishes typing
+    one update's new text just before the next update brings more, so a card updated
+    about once a second still reads as a steady stream. The strategy is "fast": text
+    still being typed when an update arrives is shown at once, so the display never
+    falls behind the model.
+    """
+
+    frequency_ms: int
+    step: int
+
+    FRAME_MS = 25  # 40 frames a second: smooth, and steps stay a few characters
+    LEAD = 1.25
+    DEFAULT_RATE = 200.0  # characters a second (50 tokens/s of English), until measured
+
+    @classmethod
+    def for_rate(cls, chars_per_second: float) -> Typewriter:
+        step = round(max(chars_per_second, 1.0) * cls.LEAD * cls.FRAME_MS / 1000)
+        return cls(cls.FRAME_MS, max(1, step))
+
+    @property
+    def chars_per_second(self) -> float:
+        return self.step * 1000 / self.frequency_ms
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "print_frequency_ms": {"default": self.frequency_ms},
+            "print_step": {"default": self.step},
+            "print_strategy": "fast",
+        }
+
+
+def streaming_card(
+    *, steps: str | None, answer: str, summary: str, typewriter: Typewriter | None = None
+) -> dict[str, Any]:
     """The card entity created for streaming (CardKit, JSON 2.0, streaming mode on)."""
+    typewriter = typewriter or Typewriter.for_rate(Typewriter.DEFAULT_RATE)
     elements = []
     if steps is not None:
         elements.append(_markdown("steps", steps, size="notation"))
@@ -104,11 +143,7 @@ def streaming_card(*, steps: str | None, answer: str, summary: str) -> dict[str,
             "update_multi": True,
             "streaming_mode": True,
             "summary": {"content": summary},
-            "streaming_config": {
-                "print_frequency_ms": {"default": 30},
-                "print_step": {"default": 2},
-                "print_strategy": "fast",
-            },
+            "streaming_config": typewriter.config(),
         },
         "body": {"direction": "vertical", "elements": elements},
     }

@@ -35,7 +35,7 @@ async def test_the_answer_streams_into_one_card_and_ends_exact(bot):
     assert answer_of(message, bot.feishu) == ANSWER
     assert card.streaming_mode is False
     contents = [op.text for op in card.timeline if op.op == "content" and op.code == 0]
-    assert len(contents) >= 3  # it was visible while being written
+    assert len(contents) >= 2  # it was visible while being written (about once a second)
     assert all(ANSWER.startswith(c.removesuffix("\n```")) for c in contents if c)
     sequences = [op.sequence for op in card.timeline if op.sequence and op.code == 0]
     assert sequences == sorted(set(sequences))

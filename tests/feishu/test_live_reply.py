@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 
 import pytest
 
@@ -226,3 +227,58 @@ def test_split_point_prefers_paragraphs_outside_code():
     cut = split_point(text, 100)
     assert text[:cut].endswith("\n\n")
     assert split_point("x" * 500, 100) == 100
+
+
+async def paced(reply: LiveReply, text: str, chars_per_second: float, chunk: int = 4) -> None:
+    """Feed ``text`` at a steady rate, as a model streams it."""
+    for i in range(0, len(text), chunk):
+        first = not reply.view.answer
+        reply.view.answer += text[i : i + chunk]
+        reply.touch(urgent=first)
+        await asyncio.sleep(chunk / chars_per_second)
+
+
+def typewriter_of(card) -> dict:
+    config = json.loads(next(op.text for op in card.timeline if op.op == "create"))["config"]
+    return config["streaming_config"]
+
+
+async def test_updates_come_about_once_a_second_after_a_quick_start(fake, client):
+    reply = live(client, cadence=1.0)
+    await paced(reply, "word " * 240, chars_per_second=400)  # 1,200 characters in 3 s
+    await reply.finish()
+    (card,) = cards_of(fake)
+    times = [op.time for op in card.timeline if op.op in ("create", "content") and op.code == 0]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # 0.25 s, 0.5 s, then a second: the first text at once, a few updates in all.
+    assert 3 <= len(times) <= 6, gaps
+    assert gaps[0] < 0.45 and all(gap > 0.2 for gap in gaps)
+    assert shown_answer(fake) == "word " * 240
+
+
+async def test_the_typewriter_is_paced_to_the_measured_rate_once(fake, client):
+    reply = live(client, cadence=0.5)
+    await paced(reply, "slow text " * 30, chars_per_second=40)  # far below the default pace
+    await reply.finish()
+    (card,) = cards_of(fake)
+    created = typewriter_of(card)
+    assert created["print_strategy"] == "fast"
+    settings = [json.loads(op.text) for op in card.timeline if op.op == "settings" and op.code == 0]
+    retuned = [
+        s["config"]["streaming_config"]
+        for s in settings
+        if "streaming_config" in s.get("config", {})
+    ]
+    assert len(retuned) == 1  # measured once, re-paced once
+    pace = retuned[0]["print_step"]["default"] * 1000 / retuned[0]["print_frequency_ms"]["default"]
+    assert 30 <= pace <= 90  # about the answer's 40 characters a second, a little faster
+    assert shown_answer(fake) == "slow text " * 30
+
+
+async def test_a_4000_character_answer_fits_one_card(fake, client):
+    answer = ("A line of the answer, about fifty characters long.\n" * 80)[:4000]
+    reply = live(client)
+    await stream(reply, answer, pieces=10, pause=0.01)
+    await reply.finish()
+    (card,) = cards_of(fake)
+    assert card.element("answer")["content"] == answer
