@@ -14,6 +14,7 @@ Each store method is one short transaction, `db.transact(fn, ...)`: a synchronou
 runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
 """
 
+from bot.store.api_calls import ApiCallLedger
 from bot.store.approvals import (
     APPROVAL_STATES,
     ApprovalRecord,
@@ -42,6 +43,7 @@ from bot.store.usage import UsageStore
 __all__ = [
     "APPROVAL_STATES",
     "DEFAULT_DATABASE_URL",
+    "ApiCallLedger",
     "ApprovalRecord",
     "ApprovalStore",
     "AuditEntry",

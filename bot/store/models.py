@@ -291,3 +291,20 @@ class ConversationLockRow(SQLModel, table=True):
     scope_key: str = Field(sa_type=String, primary_key=True)
     owner: str = Field(sa_type=String)
     lease_until: float = Field(sa_type=Double)
+
+
+class FeishuApiCallsRow(SQLModel, table=True):
+    """Feishu API calls an app made in a month, added up by every process.
+
+    Feishu's free tier allows a tenant 10,000 calls a month; a custom app lives in one
+    tenant, so the app id stands for it. ``notified_level`` is the highest budget step
+    the admins were told about this month (each step is told once, by one process).
+    """
+
+    __tablename__ = "feishu_api_calls"
+
+    app_id: str = Field(sa_type=String, primary_key=True)
+    month: str = Field(sa_type=String, primary_key=True)  # YYYY-MM, in LARKGATE_TIMEZONE
+    calls: int = Field(sa_type=Integer)
+    notified_level: int = Field(sa_type=Integer, default=0)
+    updated_at: float = Field(sa_type=Double)
