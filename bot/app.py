@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import socket
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
@@ -35,6 +37,8 @@ from bot.governance.actions import toast
 from bot.governance.budgets import Refusal
 from bot.governance.service import Governance, build_governance
 from bot.metrics import MeteredLLM, Metrics
+from bot.runtime import texts
+from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import MESSAGE_EVENT, EventIntake, InFlight
@@ -52,6 +56,7 @@ from bot.store import (
     RunStore,
     TurnJournal,
 )
+from bot.store.api_calls import ApiCallLedger
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
@@ -81,6 +86,7 @@ class Services:
     metrics: Metrics
     run_events: RunEventHub | None = None  # every run's events (the web console reads them)
     conversation_lock: SharedConversationLock | None = None
+    api_usage: ApiUsage | None = None
 
 
 SERVICES = web.AppKey("services", Services)
@@ -176,7 +182,30 @@ def _lifecycle(
         runtime = settings.runtime()
         await asyncio.to_thread(upgrade, settings.database_url)
         database = await Database.connect(settings.database_url)
-        feishu = FeishuClient(settings.feishu(), on_call=metrics.feishu_call)
+        governance_config = settings.governance()
+
+        async def tell_admins(delivery: Delivery, used: int, budget: int) -> None:
+            text = texts.api_budget_notice(delivery.name, used, budget)
+            for admin in sorted(governance_config.admins):
+                content = json.dumps({"text": text}, ensure_ascii=False)
+                await feishu.send_message("open_id", admin, msg_type="text", content=content)
+
+        api_usage = ApiUsage(
+            ApiCallLedger(database, clock=clock),
+            app_id=settings.feishu_app_id,
+            budget=settings.feishu_monthly_api_budget,
+            zone=ZoneInfo(settings.larkgate_timezone),
+            clock=clock,
+            notify=tell_admins,
+        )
+        metrics.track_api_usage(lambda: api_usage.total, lambda: api_usage.delivery().level)
+
+        def on_call(endpoint: str, code: str) -> None:
+            metrics.feishu_call(endpoint, code)
+            api_usage.record(endpoint, code)
+
+        feishu = FeishuClient(settings.feishu(), on_call=on_call)
+        await api_usage.flush()  # the month's total so far, before the first answer
         model = overrides.llm or _default_llm(settings)
         metered = MeteredLLM(model, metrics)
         identity = BotIdentity(feishu)
@@ -199,7 +228,7 @@ def _lifecycle(
 
         tasks = TaskTracker()
         governance = build_governance(
-            settings.governance(),
+            governance_config,
             database=database,
             feishu=feishu,
             tools=tools,
@@ -275,13 +304,7 @@ def _lifecycle(
             ledger=ledger,
             conversations=conversations,
             journal=TurnJournal(database, clock=clock),
-            live_reply=lambda message: LiveReply(
-                feishu,
-                message_id=message.message_id,
-                in_thread=bool(message.thread_id),
-                uuid_seed=message.message_id,
-                cadence=1 / settings.larkgate_card_updates_per_second,
-            ),
+            live_reply=lambda message: _live_reply(feishu, message, api_usage.delivery(), settings),
             in_flight=in_flight,
             owner=me,
             history_messages=runtime.history_messages,
@@ -302,6 +325,11 @@ def _lifecycle(
             owner=me,
             admin=governance.admin,
             admit=admit if budgets.enabled else None,
+            admin_help=lambda sender: (
+                texts.api_usage_for_admins(api_usage.summary())
+                if governance_config.is_admin(sender)
+                else None
+            ),
         )
         intake = EventIntake(
             ledger,
@@ -329,8 +357,11 @@ def _lifecycle(
             metrics=metrics,
             run_events=run_events,
             conversation_lock=conversation_lock,
+            api_usage=api_usage,
         )
-        app[CONSOLE] = Console(run_events, RunStore(database, clock=clock), governance)
+        app[CONSOLE] = Console(
+            run_events, RunStore(database, clock=clock), governance, api_usage=api_usage
+        )
         loop = asyncio.get_running_loop()
         chores = [
             loop.create_task(intake.sweep_expired(), name="sweep-expired-claims"),
@@ -341,6 +372,7 @@ def _lifecycle(
             loop.create_task(governance.sweeper.run(), name="approval-sweeper"),
             loop.create_task(governance.budgets.purge_forever(), name="purge-usage"),
             loop.create_task(_purge_replays(governance), name="purge-replays"),
+            loop.create_task(api_usage.run(), name="count-feishu-api-calls"),
         ]
         # lark-oapi alone leaves ~300k objects for the collector: a full collection
         # takes ~280 ms and would stall every request in flight. Everything built so far
@@ -357,6 +389,22 @@ def _lifecycle(
                 await model.aclose()
 
     return lifecycle
+
+
+def _live_reply(
+    feishu: FeishuClient, message: InboundMessage, delivery: Delivery, settings: Settings
+) -> LiveReply:
+    """The answer's card, as the month's Feishu API budget allows (``Delivery``)."""
+    return LiveReply(
+        feishu,
+        message_id=message.message_id,
+        in_thread=bool(message.thread_id),
+        uuid_seed=message.message_id,
+        cadence=delivery.cadence or 1 / settings.larkgate_card_updates_per_second,
+        streaming=delivery.streaming,
+        text_only=delivery.text_only,
+        note=delivery.note,
+    )
 
 
 async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace: float) -> None:
@@ -379,6 +427,11 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
         logger.info("handed back %d unfinished messages for another process or restart", released)
     await services.identity.close()
     await services.feishu.aclose()
+    if services.api_usage is not None:
+        try:
+            await services.api_usage.flush()  # the last calls count too
+        except Exception:
+            logger.exception("could not add the last Feishu API calls to the ledger")
     await services.database.dispose()
 
 

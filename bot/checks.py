@@ -41,6 +41,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import lark_oapi as lark
 from lark_oapi.api.application.v6 import ListScopeRequest
@@ -62,6 +63,8 @@ from bot.feishu.errors import (
     FeishuTokenInvalid,
     FeishuTransportError,
 )
+from bot.runtime.api_budget import ApiUsage
+from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from connectors.base import ConnectorContext
 from connectors.hub import ConnectorHub
 
@@ -196,6 +199,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     except SettingsError as exc:
         results.append(CheckResult("governance", False, str(exc)))
     results.append(_session_grants(settings))
+    results.append(await _api_budget(settings))
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
         hub = await ConnectorHub.build(
             settings.connectors(),
@@ -212,6 +216,27 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         finally:
             await hub.aclose()
     return results
+
+
+async def _api_budget(settings: Settings) -> CheckResult:
+    """This month's Feishu API calls (every process's, from the ledger) and the budget step."""
+    name = "feishu api calls"
+    try:
+        migrated = await asyncio.to_thread(current_revision, settings.database_url)
+        if migrated != head_revision():  # larkgate serve migrates it at start
+            return CheckResult(name, True, "none counted yet (the database is not set up yet)")
+        async with Database(settings.database_url) as database:
+            usage = ApiUsage(
+                ApiCallLedger(database),
+                app_id=settings.feishu_app_id,
+                budget=settings.feishu_monthly_api_budget,
+                zone=ZoneInfo(settings.larkgate_timezone),
+            )
+            await usage.refresh()
+    except Exception as exc:
+        return CheckResult(name, False, f"the ledger cannot be read: {exc}"[:300])
+    delivery = usage.delivery()
+    return CheckResult(name, True, usage.summary(), warn=delivery.economy)
 
 
 SHARED_SCOPES = ("chat", "topic")  # conversations every member of a group (or topic) shares

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     feishu_encrypt_key: SecretStr = SecretStr("")
     feishu_domain: str = "https://open.feishu.cn"
     feishu_event_mode: Literal["webhook", "ws"] = "webhook"
+    # Feishu API calls a month this app may make (0: no budget). Near it, answers cost
+    # fewer calls in steps (fewer live updates, finished cards, plain text); never none.
+    feishu_monthly_api_budget: int = Field(default=0, ge=0)
 
     llm_base_url: str = ""
     llm_api_key: SecretStr = SecretStr("")

@@ -112,6 +112,18 @@ class Metrics:
             "Messages this process has claimed and not finished.",
             registry=registry,
         )
+        self.feishu_api_calls_month = Gauge(
+            "larkgate_feishu_api_calls_month",
+            "Feishu API calls this month, by every process (the ledger, plus this process's"
+            " calls since its last flush).",
+            registry=registry,
+        )
+        self.feishu_api_budget_level = Gauge(
+            "larkgate_feishu_api_budget_level",
+            "The Feishu API budget step answers are delivered at: 0 live, 1 fewer updates,"
+            " 2 finished cards, 3 text only.",
+            registry=registry,
+        )
         self.long_connection = Gauge(
             "larkgate_long_connection_state",
             "The Feishu long connection (ws event mode): 1 for its current state.",
@@ -166,6 +178,12 @@ class Metrics:
 
     def set_read_only(self, on: bool) -> None:
         self.read_only.set(1 if on else 0)
+
+    def track_api_usage(self, calls: Callable[[], int], level: Callable[[], int]) -> None:
+        """Read the month's Feishu API calls (every process's) and the budget step at each
+        scrape."""
+        self.feishu_api_calls_month.set_function(lambda: float(calls()))
+        self.feishu_api_budget_level.set_function(lambda: float(level()))
 
     def track_in_flight(self, count: Callable[[], int]) -> None:
         """Read the in-flight count at each scrape."""

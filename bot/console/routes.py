@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.governance.service import Governance
+from bot.runtime.api_budget import ApiUsage
 from bot.runtime.run_events import RunChannel, RunEventHub
 from bot.store.approvals import ApprovalRecord
 from bot.store.runs import RunRecord, RunStore
@@ -52,6 +53,7 @@ class Console:
     hub: RunEventHub
     runs: RunStore
     governance: Governance
+    api_usage: ApiUsage | None = None
     heartbeat_seconds: float = sse.HEARTBEAT_SECONDS
 
 
@@ -307,5 +309,20 @@ async def _usage(request: web.Request) -> web.Response:
                 "messages_per_minute": budgets.messages_per_minute,
             },
             "subjects": subjects,
+            "feishu_api": _api_usage_json(request.app[CONSOLE].api_usage),
         }
     )
+
+
+def _api_usage_json(usage: ApiUsage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    delivery = usage.delivery()
+    return {
+        "month": usage.month,
+        "calls": usage.total,
+        "budget": usage.budget,
+        "delivery": delivery.name,
+        "level": delivery.level,
+        "summary": usage.summary(),
+    }

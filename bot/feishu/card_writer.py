@@ -20,6 +20,9 @@ request in flight, coalescing everything that changed meanwhile:
   cannot be edited any more (streaming closed, edit window over) is left showing what
   it had, and the rest continues in a new card. Nothing is recalled.
 - An answer complete before anything was shown goes out as one finished card.
+- Economy (the caller's choice, e.g. near the month's API budget): ``streaming=False``
+  shows nothing until the end and then sends the answer as one finished card;
+  ``text_only`` sends it as a plain text reply; ``note`` is added to the footer.
 - Fallbacks: when CardKit is unavailable, a normal card is sent and PATCHed at most
   every 1.5 s; when that fails too, the answer goes out as plain reply cards.
 
@@ -77,6 +80,7 @@ FIRST_GAP = 0.25  # after the first text, updates come 0.25, 0.5, 1 s apart: the
 # 4,000-character answer fits in one (each further card costs three calls), and the
 # final card stays under Feishu's 30 KB even in CJK (3 bytes a character).
 LIVE_ELEMENT_CHARS = 6000
+TEXT_CHARS = 20_000  # of a plain text reply (Feishu allows 150 KB a message)
 PATCH_GAP = 1.5
 MAX_CADENCE = 1.0
 OPS_PER_SECOND = 10
@@ -123,6 +127,9 @@ class LiveReply:
         cadence: float = DEFAULT_CADENCE,
         patch_gap: float = PATCH_GAP,
         element_chars: int = LIVE_ELEMENT_CHARS,
+        streaming: bool = True,
+        text_only: bool = False,
+        note: str = "",
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -136,6 +143,9 @@ class LiveReply:
         self._cadence = max(cadence, MIN_GAP)
         self._patch_gap = patch_gap
         self._element_chars = element_chars
+        self._streaming = streaming and not text_only
+        self._text_only = text_only
+        self._note = note
         self._clock = clock
         self._sleep = sleep
         self._cards: list[_Card] = []
@@ -159,7 +169,7 @@ class LiveReply:
 
     async def finish(self, footer: str = "") -> ReplyOutcome:
         """Write the final state (always closing streaming) and wait until it is out."""
-        self.view.footer = footer
+        self.view.footer = " · ".join(part for part in (footer, self._note) if part)
         self._finishing = True
         self.touch(urgent=True)
         assert self._pump is not None
@@ -224,6 +234,11 @@ class LiveReply:
         if self.mode in ("plain", "single"):
             if final and self.mode == "plain":
                 await self._send_plain()
+            return
+        if not self._streaming and not self._cards:
+            if final:  # economy: one finished card, or one text reply, and nothing before
+                self.mode = "single"
+                await (self._send_text() if self._text_only else self._send_plain())
             return
         if final and not self._cards and not self.view.steps:
             # The whole answer arrived before anything was shown: one reply with a
@@ -527,9 +542,25 @@ class LiveReply:
                 return
             self._cards.append(_Card(len(self._cards), start, message_id=message_id))
 
-    async def _reply_card(self, card: dict[str, Any], index: int, text: str) -> str | None:
+    async def _send_text(self) -> None:
+        """The whole answer (and the footer) as one plain text reply."""
+        text = self.view.answer or self.view.notice or " "
+        if self.view.footer:
+            text += f"\n\n— {self.view.footer}"
+        message_id = await self._reply_card({}, 0, text, text_only=True)
+        if message_id is None:
+            self.mode = "gone"
+            return
+        self._cards.append(_Card(0, 0, message_id=message_id, shown_raw=len(self.view.answer)))
+
+    async def _reply_card(
+        self, card: dict[str, Any], index: int, text: str, *, text_only: bool = False
+    ) -> str | None:
         msg_type, content = "interactive", json.dumps(card, ensure_ascii=False)
         uuid = self._uuid("plain", index)
+        if text_only:
+            msg_type, uuid = "text", self._uuid("text", index)
+            content = json.dumps({"text": text[:TEXT_CHARS]}, ensure_ascii=False)
         for delay in (*PLAIN_RETRY_DELAYS, None):
             try:
                 sent = await self._count(
@@ -553,7 +584,7 @@ class LiveReply:
                     return None
                 # The same text without card rendering, under its own uuid.
                 msg_type = "text"
-                content = json.dumps({"text": text[:20_000] if index == 0 else "…"})
+                content = json.dumps({"text": text[:TEXT_CHARS] if index == 0 else "…"})
                 uuid = self._uuid("text", index)
             except FeishuError as exc:
                 logger.error("the answer to %s was refused by Feishu: %s", self._message_id, exc)

@@ -59,8 +59,11 @@ class MessageHandler:
         owner: str,
         admin: AdminCommands | None = None,
         admit: Admission | None = None,
+        admin_help: Callable[[str], str | None] | None = None,
     ) -> None:
         self._admin = admin
+        # What /help adds for this sender (admins: the month's Feishu API use), or None.
+        self._admin_help = admin_help
         self._admit = admit
         self._ledger = ledger
         self._identity = identity
@@ -133,7 +136,8 @@ class MessageHandler:
 
     async def _command(self, command: str, message: InboundMessage, key: str) -> None:
         if command == "/help":
-            await self._notice(message, texts.HELP)
+            extra = self._admin_help(message.sender_open_id) if self._admin_help else None
+            await self._notice(message, texts.HELP + (extra or ""))
         elif command == "/stop":
             result = self._workers.stop(key, "stopped by /stop")
             for job in result.dropped:

@@ -29,3 +29,17 @@ MODEL_UNAVAILABLE = (
 )
 MODEL_FAILED = "Sorry, something went wrong while I was working on this; please try again."
 ANSWER_FAILED = "Sorry, I finished the work but could not write the answer; here is what I found:"
+
+
+def api_budget_notice(step: str, used: int, budget: int) -> str:
+    """To the admins, once a month per step: the Feishu API budget is running low."""
+    return (
+        f"larkgate has used {used:,} of its {budget:,} Feishu API calls this month "
+        f"({used / budget:.0%}). To make them last, answers are now delivered as: {step}. "
+        "Raise FEISHU_MONTHLY_API_BUDGET if the tenant's quota allows more."
+    )
+
+
+def api_usage_for_admins(summary: str) -> str:
+    """The line /help adds for admins."""
+    return f"\n\n_Admins: {summary}._"
