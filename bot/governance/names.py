@@ -7,7 +7,10 @@ when the app may not read contacts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from lark_oapi.api.contact.v3 import BatchUserRequest
 
@@ -17,28 +20,51 @@ from bot.feishu.errors import FeishuError
 logger = logging.getLogger(__name__)
 
 
+NAME_TTL = 3600.0  # a name changes rarely; an hour keeps lookups to a few a day a person
+MISS_TTL = 300.0  # no name (no contact scope, or Feishu hiccuped): ask again in minutes
+
+
 class UserNames:
-    def __init__(self, feishu: FeishuClient, *, cache_size: int = 1024) -> None:
+    """Names by open_id, cached with an expiry; concurrent lookups of one person share
+    one API call (the free tier counts every call)."""
+
+    def __init__(
+        self,
+        feishu: FeishuClient,
+        *,
+        cache_size: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._feishu = feishu
-        self._cache: dict[str, str] = {}
+        self._cache: dict[str, tuple[float, str]] = {}  # open_id -> (expires at, name)
         self._cache_size = cache_size
+        self._clock = clock
+        self._pending: dict[str, asyncio.Task[tuple[str, bool]]] = {}
 
     async def name(self, open_id: str) -> str:
         if not open_id:
             return "someone"
         cached = self._cache.get(open_id)
-        if cached is not None:
-            return cached
-        name = open_id
+        if cached is not None and cached[0] > self._clock():
+            return cached[1]
+        task = self._pending.get(open_id)
+        if task is None:
+            task = asyncio.ensure_future(self._look_up(open_id))
+            self._pending[open_id] = task
+            task.add_done_callback(lambda _: self._pending.pop(open_id, None))
+        name, found = await asyncio.shield(task)
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[open_id] = (self._clock() + (NAME_TTL if found else MISS_TTL), name)
+        return name
+
+    async def _look_up(self, open_id: str) -> tuple[str, bool]:
         try:
             request = BatchUserRequest.builder().user_ids([open_id]).user_id_type("open_id")
             body = await self._feishu.call("contact.user.batch", request.build())
             items = (body.get("data") or {}).get("items") or []
             if items and items[0].get("name"):
-                name = str(items[0]["name"])
+                return str(items[0]["name"]), True
         except (FeishuError, AttributeError, TypeError) as exc:
             logger.info("no name for %s (%s); using the open_id", open_id, exc)
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()
-        self._cache[open_id] = name
-        return name
+        return open_id, False
