@@ -743,6 +743,49 @@ def setups(args: argparse.Namespace, postgres_url: URL | None, notes: list[str])
     return chosen
 
 
+SCALE_TARGET = 1.6  # two PostgreSQL processes sustain at least this many times one's rate
+
+
+async def find_rates(
+    args: argparse.Namespace, chosen: list[Setup], postgres_url: URL | None
+) -> int:
+    """Per configuration: raise the rate by ``--rate-step`` from ``--rate`` until ACK p99
+    passes the configuration's target (or an event goes unacknowledged, or a reply is
+    missing); report the last rate that held, side by side."""
+    sustained: dict[Setup, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for setup in chosen:
+            rate, held = args.rate, 0.0
+            while rate <= args.max_rate:
+                workdir = Path(tmp) / f"{setup.slug}-{rate:g}"
+                workdir.mkdir(parents=True, exist_ok=True)
+                run_args = argparse.Namespace(**{**vars(args), "rate": rate})
+                result = await run_once(run_args, setup, postgres_url, workdir)
+                print(describe_run(setup, result, 1, 1) + f" at {rate:g}/s", file=sys.stderr)
+                ok = (
+                    result.percentile(0.99) <= P99_TARGET_MS[setup.database]
+                    and result.acked == result.posted
+                    and result.missing == 0
+                    and result.duplicates == 0
+                )
+                if not ok:
+                    break
+                held = rate
+                rate = round(rate * args.rate_step, 1)
+            sustained[setup] = held
+    print(f"webhook benchmark, the highest rate each configuration sustains ({args.duration:g} s "
+          f"a step, {args.redeliver:.0%} redelivered, ACK p99 within its target):")  # fmt: skip
+    for setup, rate in sustained.items():
+        print(f"  {setup.label:<16} {rate:>7.1f} events/s")
+    one = next((r for s, r in sustained.items() if s == Setup("postgres", 1)), None)
+    two = next((r for s, r in sustained.items() if s == Setup("postgres", 2)), None)
+    if one and two:
+        verdict = "PASS" if two >= SCALE_TARGET * one else "FAIL"
+        print(f"  PostgreSQL ×2 / ×1: {two / one:.2f} (target ≥ {SCALE_TARGET:g})  {verdict}")
+        return 1 if args.check and verdict == "FAIL" else 0
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
     raw = args.postgres_url or next(
         (os.environ[e] for e in POSTGRES_URL_ENVS if os.environ.get(e)), None
@@ -750,6 +793,8 @@ async def run(args: argparse.Namespace) -> int:
     postgres_url = make_url(raw) if raw else None
     notes: list[str] = []
     chosen = setups(args, postgres_url, notes)
+    if args.find_rate:
+        return await find_rates(args, chosen, postgres_url)
     runs: dict[Setup, list[Run]] = {setup: [] for setup in chosen}
     with tempfile.TemporaryDirectory() as tmp:
         # Configurations take turns run by run: a slow spell of the machine is spread
@@ -795,6 +840,10 @@ def main() -> None:
     parser.add_argument("--redeliver", type=float, default=0.3)
     parser.add_argument("--repeat", type=int, default=1, help="runs per configuration")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--find-rate", action="store_true", help="raise the rate until "
+                        "ACK p99 passes its target; report the rate each sustains")  # fmt: skip
+    parser.add_argument("--rate-step", type=float, default=1.25, help="with --find-rate")
+    parser.add_argument("--max-rate", type=float, default=2000.0, help="with --find-rate")
     parser.add_argument("--keep", help="keep the servers' databases and logs in this folder")
     raise SystemExit(asyncio.run(run(parser.parse_args())))
 

@@ -71,9 +71,9 @@ def _count_transactions(app: web.Application, path: str) -> None:
     counts: Counter[str] = Counter()
     transact = Database.transact
 
-    async def counted(self: Database, fn: Any, /, *args: Any, write: bool = True) -> Any:
+    async def counted(self: Database, fn: Any, /, *args: Any, **options: Any) -> Any:
         counts[getattr(fn, "__qualname__", repr(fn))] += 1
-        return await transact(self, fn, *args, write=write)
+        return await transact(self, fn, *args, **options)
 
     Database.transact = counted  # type: ignore[method-assign]
 

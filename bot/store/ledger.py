@@ -273,6 +273,7 @@ class MessageLedger:
                 "updated_at": now,
             },
             max_attempts,
+            urgent=True,  # Feishu waits for it: the ACK is sent once it is stored
         )
 
     async def take_over_expired(

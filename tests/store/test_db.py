@@ -428,3 +428,24 @@ async def test_a_connection_killed_while_idle_is_replaced_and_nothing_runs_twice
         await db.transact(insert_then_terminate_self)
     assert died.value.connection_invalidated
     assert await _ids(db) == ["after"]  # rolled back, and not run a second time
+
+
+async def test_urgent_transactions_pass_the_background_ones(db):
+    """The claim behind a webhook's ACK does not queue behind replies writing their turns."""
+    if db.dialect != "postgresql":
+        pytest.skip("PostgreSQL")
+    def slow(connection) -> None:
+        connection.execute(text("SELECT pg_sleep(0.5)"))
+
+    background = [
+        asyncio.create_task(db.transact(slow))
+        for _ in range(db_module.POSTGRES_BACKGROUND_TRANSACTIONS + 1)
+    ]
+    await asyncio.sleep(0.1)
+    started = time.monotonic()
+    await db.transact(_insert, "urgent", 1, urgent=True)
+    assert time.monotonic() - started < 0.4  # not behind the sleeping ones
+    started = time.monotonic()
+    await asyncio.gather(*background)
+    # The one past the limit waited for a slot: two rounds of half a second.
+    assert time.monotonic() - started > 0.6
