@@ -28,7 +28,7 @@ from .hooks import HookChain, RunContext
 from .interrupts import InterruptLimits, InterruptQueue, cap_text
 from .llm import LLM
 from .loop import RunLoop
-from .messages import Message
+from .messages import Message, MessageLike, as_messages
 from .prompts import JSON_SYSTEM_PROMPT, NATIVE_SYSTEM_PROMPT
 from .result import AgentResult, LoopMode
 from .selection import select_tools
@@ -117,7 +117,7 @@ class ReActAgent:
         self,
         query: str,
         *,
-        history: Sequence[Message] | None = None,
+        history: Sequence[MessageLike] | None = None,
         interrupt_queue: InterruptQueue | None = None,
         on_event: EventCallback | None = None,
         deps: Any = None,
@@ -125,9 +125,12 @@ class ReActAgent:
     ) -> AgentResult:
         """Answer ``query`` with tools; never raises for model, tool or hook failures.
 
-        ``interrupt_queue.stop()`` ends the run with status ``cancelled``. Cancelling
-        the task that awaits ``run`` from outside propagates as usual.
+        ``history`` takes Messages or OpenAI-style ``{"role", "content"}`` dicts (anything
+        else is a TypeError before the run starts). ``interrupt_queue.stop()`` ends the run
+        with status ``cancelled``. Cancelling the task that awaits ``run`` from outside
+        propagates as usual.
         """
+        history = as_messages(history) if history is not None else None
         started = time.perf_counter()
         # The question is pinned (it survives compaction): bounded here, where it is made.
         query = self._pinned(query)

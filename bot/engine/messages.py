@@ -7,9 +7,10 @@ Messages are frozen: the loop appends, compaction replaces, nobody edits in plac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias, get_args
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -116,3 +117,92 @@ class Usage:
 
 
 ZERO_USAGE = Usage()
+
+
+# What the engine's public functions take as messages: its own, or OpenAI-style dicts.
+MessageLike: TypeAlias = "Message | Mapping[str, Any]"
+ROLES: tuple[str, ...] = get_args(Role)
+
+
+def as_message(item: object) -> Message:
+    """``item`` as a :class:`Message`: a Message as it is, or an OpenAI-style mapping
+    (``{"role", "content", "tool_calls", "tool_call_id", "name"}``); anything else is a
+    clear ``TypeError`` or ``ValueError`` naming what was wrong."""
+    if isinstance(item, Message):
+        return item
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            "a message must be a Message or a mapping like {'role': 'user', 'content': '...'}, "
+            f"not {type(item).__name__}"
+        )
+    role = item.get("role")
+    if role not in ROLES:
+        raise ValueError(f"a message's role must be one of {', '.join(ROLES)}; got {role!r}")
+    calls = item.get("tool_calls") or ()
+    if not isinstance(calls, list | tuple):
+        raise TypeError(f"a message's tool_calls must be a list, not {type(calls).__name__}")
+    return Message(
+        role,
+        _text_of(item.get("content")),
+        tool_calls=tuple(_tool_call_from_mapping(call) for call in calls),
+        tool_call_id=_optional_text(item, "tool_call_id"),
+        name=_optional_text(item, "name"),
+        reasoning_content=_optional_text(item, "reasoning_content"),
+    )
+
+
+def as_messages(items: Iterable[object]) -> list[Message]:
+    """Each of ``items`` through :func:`as_message`; a lone string or mapping is refused
+    (a common slip: the messages are a list)."""
+    if isinstance(items, str | bytes | Mapping):
+        raise TypeError("messages must be a list of messages, not a single " + type(items).__name__)
+    return [as_message(item) for item in items]
+
+
+def decode_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """A tool call's argument text as a mapping, or ``{}`` and why it is not one."""
+    if not raw.strip():
+        return {}, None  # a call without parameters
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _text_of(content: object) -> str:
+    if content is None:
+        return ""  # an assistant message that only calls tools
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: the text ones
+        texts = [part.get("text", "") for part in content if isinstance(part, Mapping)]
+        if all(isinstance(text, str) for text in texts):
+            return "".join(texts)
+    raise TypeError(f"a message's content must be text, not {type(content).__name__}")
+
+
+def _optional_text(item: Mapping[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"a message's {key} must be text, not {type(value).__name__}")
+    return value
+
+
+def _tool_call_from_mapping(call: object) -> ToolCall:
+    if isinstance(call, ToolCall):
+        return call
+    if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
+        raise TypeError("a tool call must look like {'id', 'function': {'name', 'arguments'}}")
+    function = call["function"]
+    name, raw = function.get("name"), function.get("arguments", "")
+    if not isinstance(name, str) or not name:
+        raise ValueError("a tool call needs a function name")
+    if isinstance(raw, Mapping):
+        return ToolCall(str(call.get("id", "")), name, dict(raw), raw_arguments=json.dumps(raw))
+    if not isinstance(raw, str):
+        raise TypeError(f"a tool call's arguments must be JSON text, not {type(raw).__name__}")
+    arguments, error = decode_arguments(raw)
+    return ToolCall(str(call.get("id", "")), name, arguments, raw_arguments=raw, parse_error=error)

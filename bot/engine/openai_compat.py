@@ -34,7 +34,7 @@ from .llm import (
     LLMTransientError,
     StreamDelta,
 )
-from .messages import ZERO_USAGE, Message, ToolCall, Usage
+from .messages import ZERO_USAGE, Message, ToolCall, Usage, decode_arguments
 
 if TYPE_CHECKING:
     # The installed openai SDK is built on httpx2 (the successor of httpx); an
@@ -328,20 +328,8 @@ def _parse_completion(completion: Any) -> LLMResponse:
 
 def _tool_call(call_id: str, name: str, raw: str | None) -> ToolCall:
     raw = raw or ""
-    arguments, error = _decode_arguments(raw)
+    arguments, error = decode_arguments(raw)
     return ToolCall(call_id, name, arguments, raw_arguments=raw, parse_error=error)
-
-
-def _decode_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    if not raw.strip():
-        return {}, None  # a call without parameters
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
 
 
 def _reasoning(message: Any) -> str | None:

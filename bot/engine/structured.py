@@ -23,7 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from .json_extract import extract_json
 from .llm import LLM, LLMError
-from .messages import Message, Usage
+from .messages import Message, MessageLike, Usage, as_messages
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class _Attempt:
 
 async def structured_llm_call(
     llm: LLM,
-    messages: Sequence[Message],
+    messages: Sequence[MessageLike],
     schema: Mapping[str, Any],
     *,
     function_name: str = "respond",
@@ -68,7 +68,7 @@ async def structured_llm_call(
     regex_fallback: Callable[[str], dict[str, Any] | None] | None = None,
 ) -> StructuredCallResult[Any]:
     """Ask ``llm`` for an object matching ``schema``; see the module docstring."""
-    call = _StructuredCall(llm, list(messages), dict(schema), function_name, regex_fallback)
+    call = _StructuredCall(llm, as_messages(messages), dict(schema), function_name, regex_fallback)
     abilities = llm.abilities
     levels: list[Level] = []
     if abilities.get("tool_call") and abilities.get("tool_choice", True):
