@@ -205,7 +205,7 @@ def _lifecycle(
             api_usage.record(endpoint, code)
 
         feishu = FeishuClient(settings.feishu(), on_call=on_call)
-        await api_usage.flush()  # the month's total so far, before the first answer
+        await api_usage.refresh()  # the month's total so far, before the first answer
         model = overrides.llm or _default_llm(settings)
         metered = MeteredLLM(model, metrics)
         identity = BotIdentity(feishu)

@@ -282,3 +282,20 @@ async def test_a_4000_character_answer_fits_one_card(fake, client):
     await reply.finish()
     (card,) = cards_of(fake)
     assert card.element("answer")["content"] == answer
+
+
+async def test_economy_modes_send_one_finished_reply_or_text_and_lose_nothing(fake, client):
+    finished = live(client, "om_a", streaming=False, note="economy mode")
+    await stream(finished, "A short answer.")
+    outcome = await finished.finish("1 step")
+    assert outcome.calls == 1 and fake.cards == {}
+    (card,) = [m for m in fake.sent if m.reply_to == "om_a"]
+    assert card.msg_type == "interactive" and "economy mode" in json.dumps(card.content)
+
+    answer = "\n".join(f"line {i}: " + "x" * 60 for i in range(700))  # about 48,000 characters
+    text = live(client, "om_b", text_only=True)
+    await stream(text, answer, pieces=5)
+    await text.finish("footer")
+    parts = [m for m in fake.sent if m.reply_to == "om_b"]
+    assert len(parts) == 3 and all(m.msg_type == "text" for m in parts)
+    assert "".join(m.content["text"] for m in parts) == answer + "\n\n— footer"
