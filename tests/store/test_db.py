@@ -434,6 +434,7 @@ async def test_urgent_transactions_pass_the_background_ones(db):
     """The claim behind a webhook's ACK does not queue behind replies writing their turns."""
     if db.dialect != "postgresql":
         pytest.skip("PostgreSQL")
+
     def slow(connection) -> None:
         connection.execute(text("SELECT pg_sleep(0.5)"))
 
