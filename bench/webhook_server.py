@@ -21,6 +21,7 @@ statistics also count what SQLAlchemy runs outside them, such as pool pings).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import json
 import logging
@@ -123,6 +124,10 @@ def main() -> None:
     count_to = os.environ.get("BENCH_TRANSACTIONS")
     if count_to:
         _count_transactions(app, count_to)
+    if os.environ.get("BENCH_UVLOOP"):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)

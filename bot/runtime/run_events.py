@@ -230,8 +230,19 @@ class RunEventHub:
         return len(self._runs)
 
     def _evict(self) -> None:
+        """Forget the oldest finished runs past ``max_runs``; runs in progress stay.
+
+        Walks from the oldest and stops once enough are gone: the oldest runs are nearly
+        always finished, so this is O(1) a run instead of a scan of every run kept.
+        """
         excess = len(self._runs) - self._max_runs
         if excess <= 0:
             return
-        for run_id in [r for r, c in self._runs.items() if c.finished][:excess]:
+        finished = []
+        for run_id, channel in self._runs.items():
+            if channel.finished:
+                finished.append(run_id)
+                if len(finished) == excess:
+                    break
+        for run_id in finished:
             del self._runs[run_id]
