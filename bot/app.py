@@ -281,6 +281,8 @@ def _lifecycle(
                 hooks=hooks,
                 context_budget=budget,
                 interrupt_limits=interrupt_limits,
+                cycle_threshold=settings.react_cycle_detection_threshold,
+                completion_check_min_tools=settings.react_completion_check_min_tools,
             )
 
         budgets = governance.budgets

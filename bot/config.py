@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     http_connector_allowed_hosts: str = ""
     # Live answer cards: snapshots per second per card (Feishu allows 10 operations).
     larkgate_card_updates_per_second: float = Field(default=1.0, gt=0, le=10)
+    # The ReAct loop's two tuning knobs (DESIGN §3): warn the model after this many
+    # identical tool calls; add the completion checklist once this many tools were used.
+    react_cycle_detection_threshold: int = Field(default=3, ge=1)
+    react_completion_check_min_tools: int = Field(default=3, ge=1)
     # Who may decide approvals: auto (the admins if any, else the requester), requester,
     # admins, or a comma-separated list of open_ids.
     larkgate_approvers: str = "auto"

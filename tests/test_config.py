@@ -293,3 +293,14 @@ def test_the_example_larkgate_toml_approvals_parse(monkeypatch):
     assert not rules.needs_approval("calculator", "utilities", "write")
     assert rules.needs_approval("http_post", "http", "write")
     assert not rules.needs_approval("http_get", "http", "read")
+
+
+def test_the_react_knobs_are_settings_the_bot_passes_to_the_engine(monkeypatch):
+    monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "5")
+    monkeypatch.setenv("REACT_COMPLETION_CHECK_MIN_TOOLS", "2")
+    settings = load_settings()
+    assert settings.react_cycle_detection_threshold == 5
+    assert settings.react_completion_check_min_tools == 2
+    monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "zero")
+    with pytest.raises(SettingsError, match="REACT_CYCLE_DETECTION_THRESHOLD"):
+        load_settings()

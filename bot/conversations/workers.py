@@ -174,10 +174,6 @@ class ConversationWorkers:
             )
         return "queued"
 
-    def is_running(self, key: str) -> bool:
-        lane = self._lanes.get(key)
-        return lane is not None and lane.turn is not None
-
     def stop(self, key: str, reason: str) -> StopResult:
         """Stop the run in progress (a ``/stop``) and drop what was queued behind it."""
         lane = self._lanes.get(key)

@@ -17,11 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .context_guard import ContextGuard
-from .env import (
-    COMPLETION_CHECK_MIN_TOOLS_VAR,
-    CYCLE_DETECTION_THRESHOLD_VAR,
-    positive_int_from_env,
-)
 from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
 from .executor import ExecutorLimits, ToolExecutor
 from .hooks import HookChain, RunContext
@@ -69,8 +64,8 @@ class ReActAgent:
         max_iterations: int = 50,
         use_native_tools: bool = True,
         completion_check: bool = True,
-        completion_check_min_tools: int | None = None,
-        cycle_threshold: int | None = None,
+        completion_check_min_tools: int = 3,
+        cycle_threshold: int = 3,
         cycle_stop_after: int = 2,
         reflection_interval: int = 6,
         max_reformat_retries: int = 2,
@@ -86,6 +81,8 @@ class ReActAgent:
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        if cycle_threshold < 1 or completion_check_min_tools < 1:
+            raise ValueError("cycle_threshold and completion_check_min_tools must be at least 1")
         self.llm = llm
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.hooks = HookChain(hooks)
@@ -100,10 +97,8 @@ class ReActAgent:
         self.settings = LoopSettings(
             max_iterations=max_iterations,
             completion_check=completion_check,
-            completion_check_min_tools=completion_check_min_tools
-            or positive_int_from_env(COMPLETION_CHECK_MIN_TOOLS_VAR, 3),
-            cycle_threshold=cycle_threshold
-            or positive_int_from_env(CYCLE_DETECTION_THRESHOLD_VAR, 3),
+            completion_check_min_tools=completion_check_min_tools,
+            cycle_threshold=cycle_threshold,
             cycle_stop_after=max(1, cycle_stop_after),
             reflection_interval=reflection_interval,
             max_reformat_retries=max(1, max_reformat_retries),

@@ -6,7 +6,6 @@ them), so they live here rather than inline in the loop.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -122,8 +121,3 @@ def interrupt_message(texts: Sequence[str]) -> str:
         f"{INTERRUPT_HEADER}\nThe user sent this while you were working; take it into "
         f"account before continuing:\n{body}"
     )
-
-
-def arguments_preview(arguments: Mapping[str, Any], limit: int = 200) -> str:
-    text = json.dumps(dict(arguments), ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

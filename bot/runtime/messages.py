@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
@@ -36,12 +35,6 @@ CONVERSATION_FULL = (
 )
 # Says why a message may not start a run (rate limit, budget), or None.
 Admission = Callable[[InboundMessage], Awaitable[Refusal | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Routed:
-    message: InboundMessage
-    key: str
 
 
 class MessageHandler:

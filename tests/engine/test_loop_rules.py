@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.engine import Message, ReActAgent, ToolCall
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 
@@ -65,10 +67,11 @@ async def test_cycle_warning_on_the_third_identical_call(echo):
     assert result.messages[index - 1].tool_call_id == "c3"
 
 
-async def test_cycle_threshold_from_the_environment(echo, monkeypatch):
-    monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "2")
+async def test_the_cycle_threshold_is_the_callers_to_set(echo, monkeypatch):
+    # The engine reads no environment: the bot passes REACT_CYCLE_DETECTION_THRESHOLD in.
+    monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "9")
     same = [[tool_call("echo", {"x": 1}, id=f"c{i}")] for i in range(2)]
-    result = await ReActAgent(turns(*same), [echo]).run("go")
+    result = await ReActAgent(turns(*same), [echo], cycle_threshold=2).run("go")
     warnings = [m for m in result.messages if m.kind == "cycle_warning"]
     assert len(warnings) == 1
     assert "identical arguments 2 times" in warnings[0].content
@@ -113,19 +116,21 @@ async def test_no_checklist_below_the_minimum_or_when_disabled(echo):
     assert not any(m.kind == "checklist" for m in result.messages)
 
 
-async def test_checklist_minimum_from_the_environment(echo, monkeypatch):
-    monkeypatch.setenv("REACT_COMPLETION_CHECK_MIN_TOOLS", "1")
-    result = await ReActAgent(turns(*distinct(1), answers=("draft", "final")), [echo]).run("go")
+async def test_the_checklist_minimum_is_the_callers_to_set(echo):
+    agent = ReActAgent(
+        turns(*distinct(1), answers=("draft", "final")), [echo], completion_check_min_tools=1
+    )
+    result = await agent.run("go")
     assert sum(m.kind == "checklist" for m in result.messages) == 1
     assert result.answer == "final"
 
 
-async def test_invalid_environment_values_fall_back_to_defaults(echo, monkeypatch):
-    monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "zero")
-    monkeypatch.setenv("REACT_COMPLETION_CHECK_MIN_TOOLS", "-4")
+async def test_the_knobs_default_to_three_and_refuse_nonsense(echo):
     agent = ReActAgent(ScriptedLLM(), [echo])
     assert agent.settings.cycle_threshold == 3
     assert agent.settings.completion_check_min_tools == 3
+    with pytest.raises(ValueError, match="at least 1"):
+        ReActAgent(ScriptedLLM(), [echo], cycle_threshold=0)
 
 
 async def test_injected_messages_come_after_all_tool_results(echo):
