@@ -94,6 +94,7 @@ from bot.feishu.errors import (
     FeishuScopeMissing,
     FeishuTokenInvalid,
     FeishuTransportError,
+    hint_for,
 )
 from connectors.base import (
     Connector,
@@ -113,48 +114,6 @@ _BLOCKS_PER_CALL = 50  # docx block children create takes at most 50 blocks
 _CELL_CHARS = 200
 _MESSAGE_CHARS = 500
 
-# What a Feishu code means for the person or model holding the tool (beyond its msg).
-_HINTS: dict[int, str] = {
-    99992402: "a request parameter was rejected",
-    230001: "an id or parameter is invalid (for example a chat_id that does not exist)",
-    230002: "the bot is not a member of that chat; add the bot to the group first",
-    230006: "the app has no bot ability enabled",
-    230013: "that user is outside the bot's availability range",
-    230025: "the message is too long",
-    40004: "the department does not exist or is outside the app's contact range",
-    41050: "that user is outside the app's contact range",
-    190002: "Feishu rejected the event's parameters",
-    191000: "the calendar does not exist",
-    191001: "the calendar id is invalid",
-    191002: "the app has no access to that calendar (it needs to be a reader or writer)",
-    193001: "the event does not exist",
-    1470400: "Feishu rejected the task's parameters",
-    1470403: "the app has no permission on that task or tasklist (it must be a member)",
-    1470404: "the task or tasklist does not exist",
-    91403: "the app has no access to that Base; its owner must add the app "
-    "('...' > 'Add document app')",
-    1254003: "the Base app_token is wrong",
-    1254040: "the Base app_token does not exist",
-    1254004: "the table_id is wrong",
-    1254041: "the table_id does not exist in that Base",
-    1254005: "the view_id is wrong",
-    1254042: "the view_id does not exist",
-    1254016: "the sort is invalid",
-    1254018: "the filter is invalid",
-    1254024: "a field name does not exist in the table (names must match exactly)",
-    1254045: "a field name does not exist in the table (names must match exactly)",
-    1254302: "the app lacks permission on that Base; add it as a document app with edit rights",
-    1770001: "Feishu rejected the document parameters",
-    1770002: "the document does not exist",
-    1770003: "the document was deleted",
-    1770032: "the app has no permission on that document; share the document with the app",
-}
-_HINTS |= dict.fromkeys(
-    range(1254060, 1254073),
-    "a field value has the wrong type for its column (text: string, number: number, "
-    "single select: string, multi select: list of strings, date: epoch milliseconds, "
-    'checkbox: true/false, person: [{"id": open_id}], link: {"link", "text"})',
-)
 
 _FIELDS_HELP = (
     'Column name to value, e.g. {"Name": "Ship v2", "Points": 3}. Values by column type: '
@@ -1069,8 +1028,8 @@ def _tool_error(exc: FeishuError, doing: str) -> ToolError:
         )
     if isinstance(exc, FeishuTokenInvalid):
         return ToolError(f"{doing} failed: Feishu refused the app's access token ({exc.msg}).")
-    hint = _HINTS.get(exc.code or 0)
-    if hint is None and exc.http_status is not None and exc.http_status >= 500:
+    hint = hint_for(exc.code or 0)
+    if not hint and exc.http_status is not None and exc.http_status >= 500:
         hint = "Feishu had a server error; try again later"
     said = f"Feishu said: {exc.msg} (code {exc.code})"
     return ToolError(f"{doing} failed: {hint}. {said}." if hint else f"{doing} failed. {said}.")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 
@@ -106,34 +107,184 @@ class FeishuTransportError(FeishuError):
     retryable = True
 
 
-_BY_CODE: dict[int, type[FeishuError]] = {
-    230020: FeishuRateLimited,
-    99991400: FeishuRateLimited,
-    230025: FeishuTooLarge,
-    200860: FeishuTooLarge,  # CardKit: card JSON over 30 KB
-    230099: FeishuCardInvalid,
-    11310: FeishuCardInvalid,
-    200220: FeishuCardInvalid,  # CardKit: card JSON does not parse
-    300301: FeishuCardInvalid,  # duplicate element_id
-    300302: FeishuCardInvalid,  # update_multi must be true
-    300303: FeishuCardInvalid,  # not a schema 2.0 card
-    300305: FeishuCardInvalid,  # too many components
-    300307: FeishuCardInvalid,  # empty card
-    230011: FeishuMessageGone,
-    231003: FeishuMessageGone,
-    230110: FeishuMessageGone,
-    200740: FeishuMessageGone,  # CardKit: the card entity does not exist
-    200750: FeishuMessageGone,  # CardKit: the card entity expired (14 days)
-    230031: FeishuEditWindowClosed,
-    300317: FeishuSequenceError,
-    300309: FeishuStreamingClosed,
-    200850: FeishuStreamingClosed,
-    99991661: FeishuTokenInvalid,
-    99991663: FeishuTokenInvalid,
-    99991668: FeishuTokenInvalid,
-    99991677: FeishuTokenInvalid,
-    99991672: FeishuScopeMissing,
+@dataclass(frozen=True, slots=True)
+class _Code:
+    """What one Feishu code is: the exception it raises, the ``msg`` Feishu answers with
+    (the emulator answers the same), and what it means for whoever holds the tool."""
+
+    kind: type[FeishuError]
+    msg: str
+    hint: str = ""
+
+
+_WRONG_FIELD_TYPE = (
+    "a field value has the wrong type for its column (text: string, number: number, "
+    "single select: string, multi select: list of strings, date: epoch milliseconds, "
+    'checkbox: true/false, person: [{"id": open_id}], link: {"link", "text"})'
+)
+
+# The one table of Feishu's error codes: the client, the emulator and the workspace tools
+# all read it, so a code means the same everywhere.
+CODES: dict[int, _Code] = {
+    10003: _Code(FeishuError, "invalid param"),
+    10014: _Code(FeishuError, "app secret invalid"),
+    11310: _Code(FeishuCardInvalid, "card content is invalid"),
+    40004: _Code(
+        FeishuError,
+        "no dept authority",
+        "the department does not exist or is outside the app's contact range",
+    ),
+    41050: _Code(FeishuError, "no user authority", "that user is outside the app's contact range"),
+    91403: _Code(
+        FeishuError,
+        "Forbidden",
+        "the app has no access to that Base; its owner must add the app "
+        "('...' > 'Add document app')",
+    ),
+    190002: _Code(
+        FeishuError, "invalid parameters in request", "Feishu rejected the event's parameters"
+    ),
+    191000: _Code(FeishuError, "calendar not found", "the calendar does not exist"),
+    191001: _Code(FeishuError, "", "the calendar id is invalid"),
+    191002: _Code(
+        FeishuError,
+        "no calendar access_role",
+        "the app has no access to that calendar (it needs to be a reader or writer)",
+    ),
+    193001: _Code(FeishuError, "event not found", "the event does not exist"),
+    200220: _Code(FeishuCardInvalid, "card json is invalid"),  # CardKit: card JSON does not parse
+    200740: _Code(FeishuMessageGone, "card not found"),  # CardKit: the card entity does not exist
+    200750: _Code(FeishuMessageGone, ""),  # CardKit: the card entity expired (14 days)
+    200770: _Code(FeishuError, "uuid conflict"),
+    200850: _Code(FeishuStreamingClosed, "card streaming timeout"),
+    200860: _Code(
+        FeishuTooLarge, "card content exceeds the size limit"
+    ),  # CardKit: card JSON over 30 KB
+    230001: _Code(
+        FeishuError,
+        "Your request contains an invalid request parameter.",
+        "an id or parameter is invalid (for example a chat_id that does not exist)",
+    ),
+    230002: _Code(
+        FeishuError,
+        "The bot can not be outside the group.",
+        "the bot is not a member of that chat; add the bot to the group first",
+    ),
+    230006: _Code(FeishuError, "", "the app has no bot ability enabled"),
+    230011: _Code(FeishuMessageGone, "The message was withdrawn."),
+    230013: _Code(
+        FeishuError,
+        "Bot has NO availability to this user.",
+        "that user is outside the bot's availability range",
+    ),
+    230020: _Code(FeishuRateLimited, "This operation triggers the frequency limit."),
+    230025: _Code(
+        FeishuTooLarge,
+        "The length of the message content reaches its limit.",
+        "the message is too long",
+    ),
+    230031: _Code(FeishuEditWindowClosed, "The message is too old to be edited."),
+    230054: _Code(FeishuError, "This type of message can't be updated."),
+    230099: _Code(FeishuCardInvalid, "Failed to create card content."),
+    230110: _Code(FeishuMessageGone, "Action unavailable as the message has been deleted."),
+    231003: _Code(FeishuMessageGone, "The message is not found, maybe not exist or deleted."),
+    300301: _Code(FeishuCardInvalid, "duplicate element_id"),  # duplicate element_id
+    300302: _Code(FeishuCardInvalid, "update_multi must be true"),  # update_multi must be true
+    300303: _Code(FeishuCardInvalid, "card schema must be 2.0"),  # not a schema 2.0 card
+    300305: _Code(FeishuCardInvalid, "too many card components"),  # too many components
+    300307: _Code(FeishuCardInvalid, "card content is empty"),  # empty card
+    300309: _Code(FeishuStreamingClosed, "streaming mode is closed"),
+    300310: _Code(FeishuError, "element type does not support streaming content"),
+    300313: _Code(FeishuError, "element not found"),
+    300317: _Code(FeishuSequenceError, "sequence number compare failed"),
+    1254001: _Code(FeishuError, "WrongRequestBody"),
+    1254003: _Code(FeishuError, "", "the Base app_token is wrong"),
+    1254004: _Code(FeishuError, "", "the table_id is wrong"),
+    1254005: _Code(FeishuError, "", "the view_id is wrong"),
+    1254016: _Code(FeishuError, "InvalidSort", "the sort is invalid"),
+    1254018: _Code(FeishuError, "InvalidFilter", "the filter is invalid"),
+    1254024: _Code(
+        FeishuError,
+        "InvalidFieldNames",
+        "a field name does not exist in the table (names must match exactly)",
+    ),
+    1254040: _Code(FeishuError, "BaseTokenNotFound", "the Base app_token does not exist"),
+    1254041: _Code(FeishuError, "TableIdNotFound", "the table_id does not exist in that Base"),
+    1254042: _Code(FeishuError, "ViewIdNotFound", "the view_id does not exist"),
+    1254045: _Code(
+        FeishuError,
+        "FieldNameNotFound",
+        "a field name does not exist in the table (names must match exactly)",
+    ),
+    1254060: _Code(FeishuError, "TextFieldConvFail", _WRONG_FIELD_TYPE),
+    1254061: _Code(FeishuError, "NumberFieldConvFail", _WRONG_FIELD_TYPE),
+    1254062: _Code(FeishuError, "SingleSelectFieldConvFail", _WRONG_FIELD_TYPE),
+    1254063: _Code(FeishuError, "MultiSelectFieldConvFail", _WRONG_FIELD_TYPE),
+    1254064: _Code(FeishuError, "DatetimeFieldConvFail", _WRONG_FIELD_TYPE),
+    1254065: _Code(FeishuError, "CheckboxFieldConvFail", _WRONG_FIELD_TYPE),
+    1254066: _Code(FeishuError, "UserFieldConvFail", _WRONG_FIELD_TYPE),
+    1254067: _Code(FeishuError, "", _WRONG_FIELD_TYPE),
+    1254068: _Code(FeishuError, "URLFieldConvFail", _WRONG_FIELD_TYPE),
+    1254069: _Code(FeishuError, "", _WRONG_FIELD_TYPE),
+    1254070: _Code(FeishuError, "", _WRONG_FIELD_TYPE),
+    1254071: _Code(FeishuError, "", _WRONG_FIELD_TYPE),
+    1254072: _Code(FeishuError, "", _WRONG_FIELD_TYPE),
+    1254302: _Code(
+        FeishuError,
+        "Permission denied.",
+        "the app lacks permission on that Base; add it as a document app with edit rights",
+    ),
+    1470400: _Code(FeishuError, "invalid request params", "Feishu rejected the task's parameters"),
+    1470403: _Code(
+        FeishuError,
+        "permission denied",
+        "the app has no permission on that task or tasklist (it must be a member)",
+    ),
+    1470404: _Code(FeishuError, "resource not found", "the task or tasklist does not exist"),
+    1770001: _Code(FeishuError, "invalid param", "Feishu rejected the document parameters"),
+    1770002: _Code(FeishuError, "not found", "the document does not exist"),
+    1770003: _Code(FeishuError, "", "the document was deleted"),
+    1770032: _Code(
+        FeishuError,
+        "forBidden",
+        "the app has no permission on that document; share the document with the app",
+    ),
+    99991400: _Code(FeishuRateLimited, "request trigger frequency limit"),
+    99991661: _Code(
+        FeishuTokenInvalid,
+        "Missing access token for authorization. Please make a request with token attached.",
+    ),
+    99991663: _Code(
+        FeishuTokenInvalid,
+        "Invalid access token for authorization. Please make a request with token attached.",
+    ),
+    99991668: _Code(
+        FeishuTokenInvalid,
+        "Invalid access token for authorization. Please make a request with token attached.",
+    ),
+    99991672: _Code(
+        FeishuScopeMissing,
+        "Access denied. One of the following scopes is required: "
+        "[im:message, im:message:send_as_bot].",
+    ),
+    99991677: _Code(FeishuTokenInvalid, ""),
+    99992402: _Code(FeishuError, "field validation failed", "a request parameter was rejected"),
 }
+_BY_CODE = {code: entry.kind for code, entry in CODES.items() if entry.kind is not FeishuError}
+
+
+def feishu_msg(code: int) -> str:
+    """The ``msg`` Feishu answers ``code`` with ("" when the table does not know it)."""
+    entry = CODES.get(code)
+    return entry.msg if entry else ""
+
+
+def hint_for(code: int) -> str:
+    """What ``code`` means for the person or model that called ("" when nothing more than
+    Feishu's own msg can be said)."""
+    entry = CODES.get(code)
+    return entry.hint if entry else ""
+
 
 # The first bracketed list in the message: "... scopes is required: [im:message, im:...]".
 _SCOPE_LIST = re.compile(r"\[([^\]]+)\]")

@@ -208,6 +208,8 @@ from typing import Any, Self
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from bot.feishu.errors import CODES
+
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TENANT_KEY = "fake_tenant"
 # The tenant scopes larkgate uses, all granted unless a test takes some away.
@@ -247,73 +249,8 @@ CARD_OPS = ("content", "settings", "update")  # the ops the per-card rate limit 
 MAX_CARD_COMPONENTS = 200
 MAX_STREAM_CONTENT = 100_000
 
-DEFAULT_MSGS = {
-    10003: "invalid param",
-    10014: "app secret invalid",
-    11310: "card content is invalid",
-    99991400: "request trigger frequency limit",
-    99991661: "Missing access token for authorization. Please make a request with token attached.",
-    99991663: "Invalid access token for authorization. Please make a request with token attached.",
-    99991668: "Invalid access token for authorization. Please make a request with token attached.",
-    99991672: "Access denied. One of the following scopes is required: "
-    "[im:message, im:message:send_as_bot].",
-    99992402: "field validation failed",
-    200220: "card json is invalid",
-    200740: "card not found",
-    200770: "uuid conflict",
-    200850: "card streaming timeout",
-    200860: "card content exceeds the size limit",
-    230001: "Your request contains an invalid request parameter.",
-    230011: "The message was withdrawn.",
-    230020: "This operation triggers the frequency limit.",
-    230025: "The length of the message content reaches its limit.",
-    230031: "The message is too old to be edited.",
-    230054: "This type of message can't be updated.",
-    230099: "Failed to create card content.",
-    230110: "Action unavailable as the message has been deleted.",
-    231003: "The message is not found, maybe not exist or deleted.",
-    300301: "duplicate element_id",
-    300302: "update_multi must be true",
-    300303: "card schema must be 2.0",
-    300305: "too many card components",
-    300307: "card content is empty",
-    300309: "streaming mode is closed",
-    300310: "element type does not support streaming content",
-    300313: "element not found",
-    300317: "sequence number compare failed",
-    40004: "no dept authority",
-    41050: "no user authority",
-    91403: "Forbidden",
-    190002: "invalid parameters in request",
-    191000: "calendar not found",
-    191002: "no calendar access_role",
-    193001: "event not found",
-    230002: "The bot can not be outside the group.",
-    230013: "Bot has NO availability to this user.",
-    1254001: "WrongRequestBody",
-    1254016: "InvalidSort",
-    1254018: "InvalidFilter",
-    1254024: "InvalidFieldNames",
-    1254040: "BaseTokenNotFound",
-    1254041: "TableIdNotFound",
-    1254042: "ViewIdNotFound",
-    1254045: "FieldNameNotFound",
-    1254060: "TextFieldConvFail",
-    1254061: "NumberFieldConvFail",
-    1254062: "SingleSelectFieldConvFail",
-    1254063: "MultiSelectFieldConvFail",
-    1254064: "DatetimeFieldConvFail",
-    1254065: "CheckboxFieldConvFail",
-    1254066: "UserFieldConvFail",
-    1254068: "URLFieldConvFail",
-    1254302: "Permission denied.",
-    1470400: "invalid request params",
-    1470403: "permission denied",
-    1470404: "resource not found",
-    1770001: "invalid param",
-    1770002: "not found",
-    1770032: "forBidden",
-}
+# Feishu's own msg for each code, from the one table the client reads too.
+DEFAULT_MSGS = {code: entry.msg for code, entry in CODES.items() if entry.msg}
 
 
 class FakeError(Exception):
