@@ -48,7 +48,6 @@ from bot.runtime.run_events import RunEventHub
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnRunner
 from bot.store import (
-    CallEntry,
     CallLogStore,
     ConversationStore,
     Database,
@@ -61,7 +60,7 @@ from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
 from connectors.base import ConnectorContext
-from connectors.call_log import CallLogHook, CallRecord
+from connectors.call_log import CallLogHook
 from connectors.config import ConnectorsConfig
 from connectors.hub import ConnectorHub
 
@@ -223,9 +222,6 @@ def _lifecycle(
         tools = ToolRegistry([*hub.registry, *overrides.tools])
         call_log = CallLogStore(database)
 
-        async def record_call(record: CallRecord) -> None:
-            await call_log.record(CallEntry(**{k: getattr(record, k) for k in CallEntry.__slots__}))
-
         tasks = TaskTracker()
         governance = build_governance(
             governance_config,
@@ -247,7 +243,7 @@ def _lifecycle(
         hooks = [
             *overrides.hooks,
             *governance.hooks,
-            CallLogHook(record_call, hub.connector_of, clock=clock),
+            CallLogHook(call_log.record, hub.connector_of, clock=clock),
         ]
         in_flight = InFlight()
         metrics.track_in_flight(in_flight.__len__)

@@ -12,26 +12,15 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from bot.engine import HookResult, ToolUse
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    run_id: str
-    tool: str
-    connector: str
-    arguments_digest: str
-    ok: bool
-    error: str | None
-    duration_ms: float
-    created_at: float
-
-
-Sink = Callable[[CallRecord], Awaitable[None]]
+# Called with keyword fields: run_id, tool, connector, arguments_digest, ok, error,
+# duration_ms, created_at (the store's ``CallLogStore.record`` takes exactly these).
+Sink = Callable[..., Awaitable[None]]
 
 
 class CallLogHook:
@@ -56,18 +45,17 @@ class CallLogHook:
     async def post_tool_use(self, call: ToolUse, observation: str) -> HookResult:
         started = self._started.pop((call.run.run_id, call.call_id), None)
         duration = (self._monotonic() - started) * 1000 if started is not None else 0.0
-        record = CallRecord(
-            run_id=call.run.run_id,
-            tool=call.name,
-            connector=self._connector_of(call.name) or "",
-            arguments_digest=arguments_digest(call.arguments),
-            ok=call.error is None,
-            error=call.error,
-            duration_ms=round(duration, 3),
-            created_at=self._clock(),
-        )
         try:
-            await self._sink(record)
+            await self._sink(
+                run_id=call.run.run_id,
+                tool=call.name,
+                connector=self._connector_of(call.name) or "",
+                arguments_digest=arguments_digest(call.arguments),
+                ok=call.error is None,
+                error=call.error,
+                duration_ms=round(duration, 3),
+                created_at=self._clock(),
+            )
         except Exception:  # the audit trail failing must not hide a result from the model
             logger.exception("could not record the call of %s", call.name)
         return HookResult()

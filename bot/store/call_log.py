@@ -31,8 +31,10 @@ class CallLogStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def record(self, entry: CallEntry) -> None:
-        await self._db.transact(_record, entry)
+    async def record(self, entry: CallEntry | None = None, /, **fields: Any) -> None:
+        """Store one call: a ``CallEntry``, or its fields as keywords (how the connectors'
+        call-log hook hands them over, knowing nothing of the store)."""
+        await self._db.transact(_record, entry if entry is not None else CallEntry(**fields))
 
     async def for_run(self, run_id: str) -> list[CallEntry]:
         return await self._db.transact(_for_run, run_id, write=False)

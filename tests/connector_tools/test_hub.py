@@ -8,6 +8,7 @@ import pytest
 
 from bot.engine import ReActAgent, ToolError
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
+from bot.store import CallEntry
 from connectors import hub as hub_module
 from connectors.base import Connector, ConnectorContext, ConnectorSettings, action
 from connectors.call_log import CallLogHook, arguments_digest
@@ -125,8 +126,8 @@ async def test_every_call_is_logged_with_a_digest_not_the_arguments():
     hub = ConnectorHub([Echo(EchoSettings(), ConnectorContext())], {})
     records = []
 
-    async def sink(record):
-        records.append(record)
+    async def sink(**fields):
+        records.append(CallEntry(**fields))
 
     llm = ScriptedLLM(
         [
@@ -149,7 +150,7 @@ async def test_every_call_is_logged_with_a_digest_not_the_arguments():
 
 
 async def test_a_failing_log_never_hides_the_result():
-    async def sink(record):
+    async def sink(**fields):
         raise RuntimeError("database down")
 
     hook = CallLogHook(sink, lambda name: "echo")
