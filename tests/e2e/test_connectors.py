@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from bot.store import CallLogStore, RunStore
 from connectors.config import ConnectorsConfig
 
 from e2e.harness import running_bot, settings_for
@@ -73,6 +74,12 @@ async def test_selection_sends_the_catalogue_then_only_the_chosen_tools(
         await bot.say("om_orders", "How many orders do we have and what are they worth?")
         await bot.reply("om_orders")
         await bot.settle()
+        (run,) = [
+            r for r in await RunStore(bot.services.database).recent() if r.message_id == "om_orders"
+        ]
+        (logged,) = await CallLogStore(bot.services.database).for_run(run.id)
+        assert (logged.tool, logged.connector, logged.ok) == ("sql_query", "sql", True)
+        assert "SELECT" not in repr(logged)  # a digest of the arguments, not the arguments
 
     bodies = [r.body for r in llm_server.requests]
     selection = bodies[0]
