@@ -17,7 +17,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
@@ -59,6 +58,7 @@ from bot.store.api_calls import ApiCallLedger
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
+from bot.timezones import time_zone
 from connectors.base import ConnectorContext
 from connectors.call_log import CallLogHook
 from connectors.config import ConnectorsConfig
@@ -193,7 +193,7 @@ def _lifecycle(
             ApiCallLedger(database, clock=clock),
             app_id=settings.feishu_app_id,
             budget=settings.feishu_monthly_api_budget,
-            zone=ZoneInfo(settings.larkgate_timezone),
+            zone=time_zone(settings.larkgate_timezone),
             clock=clock,
             notify=tell_admins,
         )

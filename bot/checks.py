@@ -41,7 +41,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import lark_oapi as lark
 from lark_oapi.api.application.v6 import ListScopeRequest
@@ -65,6 +64,7 @@ from bot.feishu.errors import (
 )
 from bot.runtime.api_budget import ApiUsage
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
+from bot.timezones import time_zone
 from connectors.base import ConnectorContext
 from connectors.hub import ConnectorHub
 
@@ -230,7 +230,7 @@ async def _api_budget(settings: Settings) -> CheckResult:
                 ApiCallLedger(database),
                 app_id=settings.feishu_app_id,
                 budget=settings.feishu_monthly_api_budget,
-                zone=ZoneInfo(settings.larkgate_timezone),
+                zone=time_zone(settings.larkgate_timezone),
             )
             await usage.refresh()
     except Exception as exc:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from bot.config import Settings, SettingsError, load_settings
+from bot.timezones import time_zone
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,7 +175,6 @@ def _audit(settings: Settings, limit: int, action: str | None) -> int:
     import asyncio
     import json
     from datetime import datetime
-    from zoneinfo import ZoneInfo
 
     from bot.store.audit import AuditLog, AuditRecord
     from bot.store.db import Database, normalize_url, sqlite_file
@@ -189,7 +189,7 @@ def _audit(settings: Settings, limit: int, action: str | None) -> int:
     if (file is not None and not file.exists()) or current_revision(settings.database_url) is None:
         print(f"larkgate: no larkgate database at {settings.database_url}", file=sys.stderr)
         return 1
-    zone = ZoneInfo(settings.larkgate_timezone)
+    zone = time_zone(settings.larkgate_timezone)
     records = asyncio.run(recent())
     if not records:
         print("no audit entries")

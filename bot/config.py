@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -28,6 +27,7 @@ from bot.governance.config import (
     GovernanceConfig,
 )
 from bot.governance.seal import derive_button_key
+from bot.timezones import check_time_zone
 from connectors.config import ConnectorsConfig, merge_environment
 
 GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
@@ -144,12 +144,7 @@ class Settings(BaseSettings):
     @field_validator("larkgate_timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        # OSError: a directory of the zone database, such as "America" or "Etc".
-        except (ZoneInfoNotFoundError, ValueError, OSError):
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
-        return value
+        return check_time_zone(value)
 
     @field_validator("feishu_domain", "llm_base_url")
     @classmethod

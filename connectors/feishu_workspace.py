@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid5
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import lark_oapi as lark
 from lark_oapi.api.bitable.v1 import (
@@ -96,6 +95,7 @@ from bot.feishu.errors import (
     FeishuTransportError,
     hint_for,
 )
+from bot.timezones import check_time_zone, time_zone
 from connectors.base import (
     Connector,
     ConnectorContext,
@@ -143,11 +143,7 @@ class FeishuWorkspaceSettings(ConnectorSettings):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder name
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
-        return value
+        return check_time_zone(value)
 
 
 class BitableCondition(BaseModel):
@@ -183,7 +179,7 @@ class FeishuWorkspace(Connector):
     def __init__(self, settings: FeishuWorkspaceSettings, context: ConnectorContext) -> None:
         super().__init__(settings, context)
         self.settings: FeishuWorkspaceSettings = settings
-        self._tz: tzinfo = ZoneInfo(settings.timezone)
+        self._tz: tzinfo = time_zone(settings.timezone)
         self._primary_calendar: str | None = None
 
     async def check(self) -> ConnectorStatus:

@@ -17,9 +17,10 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
+
+from bot.timezones import UnknownTimeZone, time_zone
 
 from .base import Connector, ToolError, action
 
@@ -281,8 +282,8 @@ def parse_timezone(name: str) -> tzinfo:
         delta = timedelta(hours=hours, minutes=minutes)
         return timezone(-delta if sign == "-" else delta)
     try:
-        return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        return time_zone(text)
+    except UnknownTimeZone as exc:
         raise ToolError(
             f"unknown time zone {name!r}: use an IANA name such as {_ZONE_EXAMPLES},"
             " or an offset like 'UTC+8'"

@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from functools import lru_cache
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.timezones import UnknownTimeZone, time_zone
 
 from .approval_arguments import ShownArguments, arguments_elements, visible
 
@@ -175,11 +175,10 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-@lru_cache(maxsize=32)
 def _zone(name: str) -> tuple[tzinfo, str]:
     try:
-        return ZoneInfo(name), name
-    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+        return time_zone(name), name
+    except UnknownTimeZone:  # settings validate it; a card still renders in UTC
         return UTC, "UTC"
 
 

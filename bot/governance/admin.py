@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from bot.feishu.admin_card import READ_ONLY_SETTING, AdminCardView, admin_button_value, admin_card
 from bot.store.audit import AuditEntry, AuditLog
 from bot.store.org import OrgSettingsStore, ReadOnlyMode
+from bot.timezones import time_zone
 
 from . import texts
 from .config import GovernanceConfig
@@ -157,7 +157,7 @@ class AdminCommands:
     def _status(self, mode: ReadOnlyMode) -> str:
         since = ""
         if mode.changed_by and mode.changed_at:
-            when = datetime.fromtimestamp(mode.changed_at, ZoneInfo(self._config.timezone))
+            when = datetime.fromtimestamp(mode.changed_at, time_zone(self._config.timezone))
             since = (
                 f" (set by {texts.mention(mode.changed_by)} on "
                 f"{when:%Y-%m-%d %H:%M} {self._config.timezone})"

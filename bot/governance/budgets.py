@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo
 
 from bot.store.usage import UsageStore
+from bot.timezones import time_zone
 
 from . import texts
 from .config import BudgetConfig
@@ -47,7 +47,7 @@ class Budgets:
     ) -> None:
         self._config = config
         self._usage = usage
-        self._zone = ZoneInfo(timezone)
+        self._zone = time_zone(timezone)
         self._zone_name = timezone
         self._clock = clock
 
