@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.feishu.config import FeishuConfig
@@ -32,6 +32,9 @@ from connectors.config import ConnectorsConfig, merge_environment
 
 GroupScope = Literal["chat", "chat_sender", "topic", "topic_sender"]
 GROUP_SCOPES: tuple[GroupScope, ...] = ("chat", "chat_sender", "topic", "topic_sender")
+
+
+_T = TypeVar("_T")
 
 
 class SettingsError(Exception):
@@ -161,15 +164,32 @@ class Settings(BaseSettings):
         return value
 
     # -- typed slices ------------------------------------------------------------------
+    # Each is built once per Settings, and larkgate.toml is read once: every part of the
+    # bot sees the same rules even if the file changes while it starts.
+
+    _built: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def _once(self, name: str, build: Callable[[], _T]) -> _T:
+        if name not in self._built:
+            self._built[name] = build()
+        return self._built[name]  # type: ignore[no-any-return]
+
+    def _file(self) -> dict[str, Any]:
+        """larkgate.toml as parsed, read at the first need ({} without one)."""
+        path = self.larkgate_config
+        return self._once("file", lambda: _read_toml(path) if path is not None else {})
 
     def feishu(self) -> FeishuConfig:
-        return FeishuConfig(
-            app_id=self.feishu_app_id,
-            app_secret=self.feishu_app_secret.get_secret_value(),
-            verification_token=self.feishu_verification_token.get_secret_value(),
-            encrypt_key=self.feishu_encrypt_key.get_secret_value(),
-            domain=self.feishu_domain,
-            max_event_age_seconds=self.larkgate_max_event_age_seconds,
+        return self._once(
+            "feishu",
+            lambda: FeishuConfig(
+                app_id=self.feishu_app_id,
+                app_secret=self.feishu_app_secret.get_secret_value(),
+                verification_token=self.feishu_verification_token.get_secret_value(),
+                encrypt_key=self.feishu_encrypt_key.get_secret_value(),
+                domain=self.feishu_domain,
+                max_event_age_seconds=self.larkgate_max_event_age_seconds,
+            ),
         )
 
     def llm(self) -> LLMConfig:
@@ -181,7 +201,7 @@ class Settings(BaseSettings):
         )
 
     def policy(self) -> ChatPolicy:
-        file_rules = load_group_rules(self.larkgate_config)
+        file_rules = load_group_rules(self.larkgate_config, self._file())
         return ChatPolicy(
             require_mention=self.larkgate_group_require_mention,
             allowlist=frozenset(self.larkgate_group_allowlist) | file_rules.allowlist,
@@ -214,7 +234,7 @@ class Settings(BaseSettings):
         return GovernanceConfig(
             admins=frozenset(self.larkgate_admins),
             approval_ttl_seconds=float(self.larkgate_approval_ttl_seconds),
-            rules=load_approval_rules(self.larkgate_config),
+            rules=load_approval_rules(self.larkgate_config, self._file()),
             approvers=rule,
             budgets=BudgetConfig(
                 messages_per_minute=self.larkgate_rate_limit_per_minute,
@@ -240,7 +260,7 @@ class Settings(BaseSettings):
 
     def connectors(self, environ: Mapping[str, str] | None = None) -> ConnectorsConfig:
         """Connector sections from larkgate.toml with environment overrides on top."""
-        sections, explicit = load_connector_sections(self.larkgate_config)
+        sections, explicit = load_connector_sections(self.larkgate_config, self._file())
         env = dict(os.environ if environ is None else environ)
         # The two named settings may also come from .env, which os.environ lacks.
         if self.sql_connector_url.get_secret_value():
@@ -336,7 +356,7 @@ class _FileRules:
     groups: dict[str, GroupRule] = field(default_factory=dict)
 
 
-def load_group_rules(path: Path | None) -> _FileRules:
+def load_group_rules(path: Path | None, data: Mapping[str, Any] | None = None) -> _FileRules:
     """Per-group rules from ``larkgate.toml``::
 
     [groups]
@@ -348,7 +368,7 @@ def load_group_rules(path: Path | None) -> _FileRules:
     """
     if path is None:
         return _FileRules()
-    data = _read_toml(path)
+    data = _read_toml(path) if data is None else data
     section = data.get("groups", {})
     if not isinstance(section, dict):
         raise SettingsError(f"{path}: [groups] must be a table")
@@ -373,11 +393,14 @@ def load_group_rules(path: Path | None) -> _FileRules:
     return _FileRules(frozenset(allowlist), groups)
 
 
-def load_connector_sections(path: Path | None) -> tuple[dict[str, dict[str, Any]], bool]:
-    """The ``[connectors.<name>]`` tables of larkgate.toml, and whether there is one."""
+def load_connector_sections(
+    path: Path | None, data: Mapping[str, Any] | None = None
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The ``[connectors.<name>]`` tables of larkgate.toml, and whether there is one.
+    ``data`` is the file as already parsed (else it is read from ``path``)."""
     if path is None:
         return {}, False
-    data = _read_toml(path)
+    data = _read_toml(path) if data is None else data
     section = data.get("connectors")
     if section is None:
         return {}, False
@@ -386,7 +409,7 @@ def load_connector_sections(path: Path | None) -> tuple[dict[str, dict[str, Any]
     return {name: dict(values) for name, values in section.items()}, True
 
 
-def load_approval_rules(path: Path | None) -> ApprovalRules:
+def load_approval_rules(path: Path | None, data: Mapping[str, Any] | None = None) -> ApprovalRules:
     """Which calls need approval, from larkgate.toml::
 
     [approvals]
@@ -401,7 +424,7 @@ def load_approval_rules(path: Path | None) -> ApprovalRules:
     """
     if path is None:
         return ApprovalRules()
-    section = _read_toml(path).get("approvals", {})
+    section = (_read_toml(path) if data is None else data).get("approvals", {})
     if not isinstance(section, dict):
         raise SettingsError(f"{path}: [approvals] must be a table")
     # A misspelt key would silently drop the rules under it (e.g. an "always").

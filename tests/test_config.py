@@ -304,3 +304,20 @@ def test_the_react_knobs_are_settings_the_bot_passes_to_the_engine(monkeypatch):
     monkeypatch.setenv("REACT_CYCLE_DETECTION_THRESHOLD", "zero")
     with pytest.raises(SettingsError, match="REACT_CYCLE_DETECTION_THRESHOLD"):
         load_settings()
+
+
+def test_larkgate_toml_is_read_once_and_every_part_sees_the_same_rules(monkeypatch, tmp_path):
+    config = tmp_path / "larkgate.toml"
+    config.write_text(
+        '[groups]\nallowlist = ["oc_a"]\n\n[approvals]\ndefault = "always"\n\n'
+        "[connectors.utilities]\n"
+    )
+    monkeypatch.setenv("LARKGATE_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.policy().group_allowed("oc_a")
+    # Changed (or gone) after the start: this process keeps the rules it started with.
+    config.unlink()
+    assert settings.governance().rules.default == "always"
+    assert settings.connectors().explicit
+    assert settings.policy().group_allowed("oc_a")
+    assert settings.feishu() is settings.feishu()
