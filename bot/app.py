@@ -67,7 +67,7 @@ from connectors.hub import ConnectorHub
 logger = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Services:
     """What the running app holds; available to tests as ``app[SERVICES]``."""
 
@@ -341,17 +341,17 @@ def _lifecycle(
             on_duplicate=metrics.duplicate_event,
         )
         app[SERVICES] = Services(
-            database,
-            feishu,
-            identity,
-            ledger,
-            intake,
-            workers,
-            tasks,
-            in_flight,
-            me,
-            tools,
-            governance,
+            database=database,
+            feishu=feishu,
+            identity=identity,
+            ledger=ledger,
+            intake=intake,
+            workers=workers,
+            tasks=tasks,
+            in_flight=in_flight,
+            owner=me,
+            tools=tools,
+            governance=governance,
             metrics=metrics,
             run_events=run_events,
             conversation_lock=conversation_lock,

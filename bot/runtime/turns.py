@@ -39,7 +39,7 @@ UsageRecorder = Callable[[InboundMessage, int], Awaitable[str]]
 RunObserver = Callable[[str, float], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnContext:
     """Passed to every hook of the run (``call.run.deps``): who asked, where.
 
@@ -146,17 +146,17 @@ class TurnRunner:
         opened.append(events)
         live = LiveAnswer(self._live_reply(message), on_answer=events.answer)
         context = TurnContext(
-            run_id,
-            loaded.conversation_id,
-            key,
-            message.message_id,
-            message.chat_id,
-            message.chat_type,
-            message.sender_open_id,
-            message.thread_id,
-            loaded.generation,
-            live,
-            turn.slot,
+            run_id=run_id,
+            conversation_id=loaded.conversation_id,
+            scope_key=key,
+            message_id=message.message_id,
+            chat_id=message.chat_id,
+            chat_type=message.chat_type,
+            sender_open_id=message.sender_open_id,
+            thread_id=message.thread_id,
+            generation=loaded.generation,
+            live=live,
+            slot=turn.slot,
         )
         result = await agent.run(
             query,
