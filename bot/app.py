@@ -23,7 +23,7 @@ from aiohttp import web
 from bot.config import Settings
 from bot.console import CONSOLE, Console, add_console
 from bot.conversations import ConversationWorkers
-from bot.engine import LLM, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
+from bot.engine import LLM, Hook, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
@@ -102,7 +102,7 @@ class Overrides:
 
     llm: LLM | None = None
     tools: Sequence[Tool] = ()  # added to the connectors' tools
-    hooks: Sequence[object] = ()
+    hooks: Sequence[Hook] = ()
     connectors: ConnectorsConfig | None = None  # None: from the settings
     owner: str | None = None
     clock: Callable[[], float] = time.time
@@ -113,7 +113,7 @@ def create_app(
     *,
     llm: LLM | None = None,
     tools: Sequence[Tool] = (),
-    hooks: Sequence[object] = (),
+    hooks: Sequence[Hook] = (),
     connectors: ConnectorsConfig | None = None,
     owner: str | None = None,
     clock: Callable[[], float] = time.time,
@@ -466,6 +466,7 @@ async def _healthz(request: web.Request) -> web.Response:
     up, or down for at most 60 s (starting, or a brief reconnect); longer is 503."""
     services = request.app.get(SERVICES)
     database_ok = services is not None and await services.database.ping()
+    warnings: tuple[str, ...] = request.app.get(STARTUP_WARNINGS) or ()
     body: dict[str, Any] = {
         "status": "ok" if database_ok else "unavailable",
         "database": "ok" if database_ok else "unreachable",
@@ -473,7 +474,7 @@ async def _healthz(request: web.Request) -> web.Response:
         "in_flight": len(services.in_flight) if services else 0,
         "event_mode": request.app.get(EVENT_MODE, "webhook"),
         # Degraded but running (e.g. unsigned events accepted): worth an alert, not a 503.
-        "warnings": list(request.app.get(STARTUP_WARNINGS, ())),
+        "warnings": list(warnings),
     }
     healthy = database_ok
     connection = request.app.get(LONG_CONNECTION)

@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     def _once(self, name: str, build: Callable[[], _T]) -> _T:
         if name not in self._built:
             self._built[name] = build()
-        return self._built[name]  # type: ignore[no-any-return]
+        return self._built[name]
 
     def _file(self) -> dict[str, Any]:
         """larkgate.toml as parsed, read at the first need ({} without one)."""
@@ -227,7 +227,7 @@ class Settings(BaseSettings):
     def governance(self) -> GovernanceConfig:
         approvers = self.larkgate_approvers.strip()
         if approvers.lower() in ("auto", "requester", "admins"):
-            rule = ApproverRule(approvers.lower())  # type: ignore[arg-type]
+            rule = ApproverRule(approvers.lower())  # type: ignore[arg-type]  # one of the three
         else:
             ids = tuple(part.strip() for part in approvers.split(",") if part.strip())
             rule = ApproverRule("list", ids) if ids else ApproverRule()
@@ -441,7 +441,7 @@ def load_approval_rules(path: Path | None, data: Mapping[str, Any] | None = None
     def mode(value: object, where: str) -> ApprovalMode:
         if value not in APPROVAL_MODES:
             raise SettingsError(f"{path}: {where} must be one of {', '.join(APPROVAL_MODES)}")
-        return value  # type: ignore[return-value]
+        return value
 
     def table(name: str) -> dict[str, ApprovalMode]:
         values = section.get(name, {})
@@ -469,7 +469,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment and ``.env``, or a SettingsError that says what is wrong."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)  # type: ignore[arg-type]  # field names, checked by pydantic
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

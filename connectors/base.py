@@ -139,7 +139,7 @@ def _capped(method: Callable[..., Any], limit: int) -> Callable[..., Any]:
         return result
 
     # The schema comes from the original signature and docstring.
-    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]  # read by inspect
     call.__doc__ = method.__doc__
     call.__name__ = getattr(method, "__name__", "action")
     call.__annotations__ = dict(typing.get_type_hints(method, include_extras=True))

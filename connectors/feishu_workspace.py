@@ -449,7 +449,7 @@ class FeishuWorkspace(Connector):
             .build()
         )
         data = await self._data("calendar.event.create", request, "Creating the event")
-        created = data.get("event") if isinstance(data.get("event"), dict) else {}
+        created = _object(data, "event")
         event_id = str(created.get("event_id") or "")
         lines = [
             f'Created event "{summary}" (event_id {event_id}) on calendar {calendar}: '
@@ -559,7 +559,7 @@ class FeishuWorkspace(Connector):
             .build()
         )
         data = await self._data("task.task.create", request, "Creating the task")
-        created = data.get("task") if isinstance(data.get("task"), dict) else {}
+        created = _object(data, "task")
         lines = [f'Created task "{summary}" (guid {created.get("guid")}).']
         if created.get("url"):
             lines.append(f"Link: {created['url']}")
@@ -675,7 +675,7 @@ class FeishuWorkspace(Connector):
             .build()
         )
         data = await self._data("bitable.record.create", request, "Creating the record")
-        record = data.get("record") if isinstance(data.get("record"), dict) else {}
+        record = _object(data, "record")
         written = _fields_text(record.get("fields") or fields, self._tz)
         return f"Created record {record.get('record_id')} in table {table_id}: {written}"
 
@@ -726,7 +726,7 @@ class FeishuWorkspace(Connector):
             body.folder_token(folder_token)
         request = CreateDocumentRequest.builder().request_body(body.build()).build()
         data = await self._data("docx.document.create", request, "Creating the document")
-        document = data.get("document") if isinstance(data.get("document"), dict) else {}
+        document = _object(data, "document")
         doc = str(document.get("document_id") or "")
         lines = [f'Created document "{title}" (document_id {doc}).']
         blocks = _blocks(content or "")
@@ -1059,6 +1059,12 @@ def _stable_id(*parts: Any) -> str:
     """A UUID derived from ``parts``: the same request twice gets the same key."""
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return str(uuid5(_IDS, text))
+
+
+def _object(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a JSON object, else {} (Feishu omits empty ones)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _receive_id_type(receive_id: str) -> str:

@@ -206,7 +206,8 @@ class HostPolicy:
         """The best matching rule: an exact one wins over wildcards."""
         matching = [rule for rule in self.rules if rule.matches(host, port)]
         exact = [rule for rule in matching if rule.exact]
-        return (exact or matching or [None])[0]
+        candidates = exact or matching
+        return candidates[0] if candidates else None
 
     def check_url(self, url: httpx.URL) -> None:
         """Refuse a URL by scheme, allowlist, or a literal address it may not reach."""

@@ -146,7 +146,7 @@ class ConnectorHub:
     def tools(self, side_effect: str | None = None) -> ToolRegistry:
         if side_effect is None:
             return self.registry
-        return self.registry.by_side_effect(side_effect)  # type: ignore[arg-type]
+        return self.registry.by_side_effect(side_effect)  # type: ignore[arg-type]  # read or write
 
     async def check(self) -> list[ConnectorStatus]:
         statuses = []

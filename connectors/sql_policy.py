@@ -259,7 +259,8 @@ class _Checker:
                 f" this parses as {type(tree).__name__}"
             )
         for node in tree.walk():
-            self._check_node(node)
+            if isinstance(node, exp.Expression):  # walk() also yields sqlglot's bare Expr
+                self._check_node(node)
         self._check_calls(tokens, _column_list_aliases(tree))
         return _emit(sql, tokens)
 

@@ -31,7 +31,7 @@ def fetch(connection: Connection, sql: str, limit: int, stream: bool) -> QueryRe
         if not result.returns_rows:
             return QueryResult([], [], False, result.rowcount)
         columns = list(result.keys())
-        rows = [tuple(row) for row in result.fetchmany(limit + 1)]
+        rows: list[Sequence[Any]] = [tuple(row) for row in result.fetchmany(limit + 1)]
         return QueryResult(columns, rows[:limit], len(rows) > limit, len(rows))
     finally:
         result.close()

@@ -189,7 +189,7 @@ def _checked(result: Any) -> Number:
         raise ToolError("the result is not a real number (e.g. a fractional power of a negative)")
     if isinstance(result, int) and result.bit_length() > MAX_INT_BITS:
         raise ToolError(_too_large())
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def _too_large() -> str:

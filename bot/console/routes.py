@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -213,9 +213,10 @@ async def _approvals(request: web.Request) -> web.Response:
 
 async def _decide(request: web.Request) -> web.Response:
     governance = request.app[CONSOLE].governance
-    decision = request.match_info["decision"]
-    if decision not in ("approve", "deny"):
+    asked = request.match_info["decision"]
+    if asked not in ("approve", "deny"):
         raise web.HTTPNotFound()
+    decision: Literal["approve", "deny"] = "approve" if asked == "approve" else "deny"
     result = await governance.console.decide(request.match_info["approval_id"], decision)
     record = _approval_json(result.record) if result.record is not None else None
     status = {"decided": 200, "unknown": 404, "closed": 409, "forbidden": 403, "read_only": 409}[

@@ -249,6 +249,6 @@ class ConversationWorkers:
 
     async def _release(self, key: str) -> None:
         try:
-            await self._lock.release(key)  # type: ignore[union-attr]
+            await self._lock.release(key)  # type: ignore[union-attr]  # only called when locked
         except Exception:  # the lease lapses on its own
             logger.exception("conversation %s: releasing its lock failed", key)

@@ -12,7 +12,7 @@ from .agent import ReActAgent
 from .context_guard import ContextGuard, estimate_tokens
 from .events import AnswerEvent, CompactEvent, DoneEvent, RunEvent, StepEvent
 from .function_tools import tool, tool_from_function
-from .hooks import HookResult, RunContext, ToolUse
+from .hooks import Hook, HookResult, PostToolUseHook, PreToolUseHook, RunContext, ToolUse
 from .interrupts import InterruptQueue
 from .json_extract import extract_json
 from .llm import (
@@ -43,6 +43,7 @@ __all__ = [
     "CompactEvent",
     "ContextGuard",
     "DoneEvent",
+    "Hook",
     "HookResult",
     "InterruptQueue",
     "LLMContextOverflow",
@@ -55,6 +56,8 @@ __all__ = [
     "Message",
     "ModelRegistry",
     "OpenAICompatibleLLM",
+    "PostToolUseHook",
+    "PreToolUseHook",
     "ReActAgent",
     "RunContext",
     "RunEvent",

@@ -19,7 +19,7 @@ from typing import Any
 from .context_guard import ContextGuard
 from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
 from .executor import ExecutorLimits, ToolExecutor
-from .hooks import HookChain, RunContext
+from .hooks import Hook, HookChain, RunContext
 from .interrupts import InterruptLimits, InterruptQueue, cap_text
 from .llm import LLM
 from .loop import RunLoop
@@ -60,7 +60,7 @@ class ReActAgent:
         llm: LLM,
         tools: ToolRegistry | Iterable[Tool] = (),
         *,
-        hooks: Sequence[object] = (),
+        hooks: Sequence[Hook] = (),
         max_iterations: int = 50,
         use_native_tools: bool = True,
         completion_check: bool = True,

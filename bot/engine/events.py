@@ -159,7 +159,7 @@ class EventSink:
                 event = pending.popleft()
                 try:
                     if self._is_async:
-                        await on_event(event)  # type: ignore[misc]
+                        await on_event(event)  # type: ignore[misc]  # async, as checked at start
                     else:
                         maybe = on_event(event)
                         if inspect.isawaitable(maybe):

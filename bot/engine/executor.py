@@ -127,20 +127,20 @@ class ToolExecutor:
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.tools.names()) or "none"
-            error = f"unknown tool {call.name!r}"
+            unknown = f"unknown tool {call.name!r}"
             return (
-                f"Error: {error}. Available tools: {available}.",
+                f"Error: {unknown}. Available tools: {available}.",
                 "error",
-                error,
+                unknown,
                 (),
                 call.arguments,
             )
         if call.parse_error is not None:
-            error = f"arguments are not a JSON object ({call.parse_error})"
+            unparsed = f"arguments are not a JSON object ({call.parse_error})"
             return (
-                f"Error: {error}. Call {call.name} again with valid JSON arguments.",
+                f"Error: {unparsed}. Call {call.name} again with valid JSON arguments.",
                 "error",
-                error,
+                unparsed,
                 (),
                 call.arguments,
             )
@@ -162,8 +162,8 @@ class ToolExecutor:
                 try:
                     use = replace(use, arguments=tool.validate_arguments(decision.call.arguments))
                 except ToolArgumentsError as exc:
-                    error = f"a policy hook rewrote the arguments into invalid ones: {exc}"
-                    return f"Tool call blocked: {error}.", "blocked", error, (), arguments
+                    why = f"a policy hook rewrote the arguments into invalid ones: {exc}"
+                    return f"Tool call blocked: {why}.", "blocked", why, (), arguments
 
         observation, error, artifacts = await self._invoke(use)
         if self.hooks:

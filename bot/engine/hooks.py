@@ -68,6 +68,9 @@ class PostToolUseHook(Protocol):
     async def post_tool_use(self, call: ToolUse, observation: str) -> HookResult: ...
 
 
+# What ``ReActAgent(hooks=...)`` takes: an object with either method, or both.
+Hook = PreToolUseHook | PostToolUseHook
+
 PreFn = Callable[[ToolUse], Awaitable[HookResult]]
 PostFn = Callable[[ToolUse, str], Awaitable[HookResult]]
 
@@ -83,7 +86,7 @@ class PreDecision:
 class HookChain:
     """Runs a list of hooks in order with fail-closed semantics."""
 
-    def __init__(self, hooks: Iterable[object] = ()) -> None:
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
         self.hooks = tuple(hooks)
         self._pre: list[tuple[str, PreFn]] = []
         self._post: list[tuple[str, PostFn]] = []

@@ -64,7 +64,10 @@ class StreamDelta:
 class LLM(Protocol):
     """A chat model. ``abilities`` decides the loop mode and the structured-output levels."""
 
-    model: str
+    @property
+    def model(self) -> str:
+        """The model's name, read (a plain attribute satisfies it, so does a property)."""
+        ...
 
     @property
     def abilities(self) -> Mapping[str, bool]: ...

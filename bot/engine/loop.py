@@ -114,12 +114,15 @@ class RunLoop:
             except LLMContextOverflow as exc:
                 if attempt == 0 and await self._fit_context(force=True):
                     continue
-                return self._model_failed(exc)
+                self._model_failed(exc)
+                return None
             except LLMError as exc:
-                return self._model_failed(exc)
+                self._model_failed(exc)
+                return None
             except Exception as exc:  # a broken provider ends the run cleanly
                 logger.exception("LLM %s raised unexpectedly", getattr(self.llm, "model", "?"))
-                return self._model_failed(exc)
+                self._model_failed(exc)
+                return None
             self.usage += response.usage
             self.guard.calibrate(self.context, sent, response.usage.prompt_tokens)
             return response
@@ -127,7 +130,6 @@ class RunLoop:
 
     def _model_failed(self, exc: BaseException) -> None:
         self.finish_without_answer("error", f"the model failed: {type(exc).__name__}: {exc}")
-        return None
 
     async def _fit_context(self, *, force: bool = False) -> bool:
         if not force and not self.guard.needs_compaction(self.context):

@@ -267,7 +267,7 @@ class OpenAICompatibleLLM:
             return min(retry_after, self._backoff_max)
         step = min(self._backoff_max, self._backoff_base * 2**attempt)
         # Half fixed, half random: concurrent callers spread out, none retries at once.
-        return step / 2 + random.uniform(0, step / 2)
+        return float(step / 2 + random.uniform(0, step / 2))
 
 
 # -- the wire, outbound ----------------------------------------------------------------------

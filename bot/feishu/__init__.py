@@ -8,11 +8,12 @@ its failures are the ``FeishuError`` tree of :mod:`bot.feishu.errors`. The clien
 
 from typing import TYPE_CHECKING, Any
 
+from bot.approval_states import ApprovalState
+
 from .admin_card import ADMIN_ACTION, AdminCardView, admin_button_value, admin_card
 from .approval_card import (
     APPROVAL_ACTION,
     ApprovalCardView,
-    ApprovalState,
     approval_card,
     button_value,
 )

@@ -25,13 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any, Literal
+from typing import Any
 
+from bot.approval_states import ApprovalState
 from bot.timezones import UnknownTimeZone, time_zone
 
 from .approval_arguments import ShownArguments, arguments_elements, visible
-
-ApprovalState = Literal["pending", "approved", "denied", "expired", "cancelled"]
 
 APPROVAL_ACTION = "approval"  # the "action" field of every approval button value
 DECISIONS = ("approve", "approve_session", "deny")

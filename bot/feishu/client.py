@@ -510,7 +510,8 @@ def _envelope(endpoint: str, raw: lark.RawResponse | None) -> dict[str, Any]:
     if code == 0 and status != 429:
         return body
     headers = {str(k).lower(): str(v) for k, v in (raw.headers or {}).items()}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    raw_error = body.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     log_id = error.get("log_id") or headers.get("x-tt-logid")
     raise error_for(
         code,

@@ -618,7 +618,7 @@ def _b64_json(answer: Mapping[str, Any]) -> str:
 
 
 def _handshake_refused(exc: aiohttp.WSServerHandshakeError) -> ConnectRefused:
-    headers = exc.headers or {}
+    headers: Mapping[str, str] = exc.headers or {}
     status = headers.get(HEADER_HANDSHAKE_STATUS) or exc.status
     msg = headers.get(HEADER_HANDSHAKE_MSG) or exc.message or ""
     auth_code = headers.get(HEADER_HANDSHAKE_AUTH_ERRCODE)

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "REMOVED",
@@ -141,13 +141,13 @@ def _post_body(content: Any) -> Mapping[str, Any] | None:
     if isinstance(inner, Mapping):
         content = inner
     if _is_post_body(content):
-        return content
+        return cast(Mapping[str, Any], content)
     for locale in _LOCALES:
         if _is_post_body(content.get(locale)):
-            return content[locale]
+            return cast(Mapping[str, Any], content[locale])
     for value in content.values():
         if _is_post_body(value):
-            return value
+            return cast(Mapping[str, Any], value)
     return None
 
 

@@ -12,7 +12,7 @@ aiohttp one on loopback: 1.5 ms against 0.45 ms, measured with both ends in-proc
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 import lark_oapi as lark
@@ -86,7 +86,7 @@ class PooledTransport:
         for key, value in (request.paths or {}).items():
             # Path parameters are ids from the outside world: encode everything.
             uri = uri.replace(":" + key, urllib.parse.quote(str(value or ""), safe=""))
-        return self._domain + uri
+        return f"{self._domain}{uri}"
 
 
 class _RawHolder:
@@ -95,10 +95,11 @@ class _RawHolder:
 
 def _bearer(token_types: set[Any] | None, option: RequestOption) -> str | None:
     types = token_types or set()
+    # lark-oapi's options are untyped: the tokens are str or None.
     if AccessTokenType.TENANT in types:
-        return option.tenant_access_token
+        return cast(str | None, option.tenant_access_token)
     if AccessTokenType.APP in types:
-        return option.app_access_token
+        return cast(str | None, option.app_access_token)
     if AccessTokenType.USER in types:
-        return option.user_access_token
+        return cast(str | None, option.user_access_token)
     return None

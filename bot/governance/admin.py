@@ -69,9 +69,9 @@ class AdminCommands:
             )
             return AdminReply(self._status(mode))
         toggle = await self._set(what == "on", actor=actor, chat_id=chat_id)
-        if not toggle.changed:
+        if not toggle.changed or toggle.mode is None:
             return AdminReply(texts.READONLY_ALREADY.format(state=what))
-        return AdminReply(announcement(toggle.mode, actor))  # type: ignore[arg-type]
+        return AdminReply(announcement(toggle.mode, actor))
 
     async def set_read_only(
         self,

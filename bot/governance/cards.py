@@ -41,7 +41,7 @@ class ApprovalCards:
             reason=record.reason,
             approvers=record.approvers,
             expires_at=record.expires_at,
-            state=record.state,  # type: ignore[arg-type]
+            state=record.state,
             decided_by=record.decided_by,
             decided_at=record.decided_at,
             session=record.session,

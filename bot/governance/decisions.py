@@ -83,7 +83,7 @@ class ApprovalDecisions:
     async def decide(self, request: DecisionRequest) -> DecisionResult:
         if request.decision not in DECISIONS or not request.approval_id:
             return DecisionResult("unknown")
-        decision: Decision = request.decision  # type: ignore[assignment]  # checked above
+        decision: Decision = request.decision
         record = await self._approvals.get(request.approval_id)
         if record is None:
             return DecisionResult("unknown")

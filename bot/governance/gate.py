@@ -36,7 +36,7 @@ from bot.store.approvals import (
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .origin import RunSlot, origin_of
+from .origin import LiveMarker, RunSlot, origin_of
 from .waits import ApprovalWaits
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class FeishuGateHook:
         return await self._result(decided)
 
     async def _wait(
-        self, record: ApprovalRecord, call_id: str, live: Any, slot: RunSlot | None
+        self, record: ApprovalRecord, call_id: str, live: LiveMarker | None, slot: RunSlot | None
     ) -> ApprovalRecord:
         future = self._waits.register(record.id)
         try:

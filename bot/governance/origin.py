@@ -7,7 +7,7 @@ this protocol, so it does not depend on the runtime.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 class LiveMarker(Protocol):
@@ -43,7 +43,7 @@ class Origin(Protocol):
     @property
     def sender_open_id(self) -> str: ...
     @property
-    def live(self) -> Any: ...
+    def live(self) -> LiveMarker | None: ...
     @property
     def slot(self) -> RunSlot | None: ...
 

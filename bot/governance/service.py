@@ -7,7 +7,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from bot.engine import ToolRegistry
+from bot.engine import Hook, ToolRegistry
 from bot.feishu.client import FeishuClient
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditLog
@@ -43,7 +43,7 @@ class Governance:
     # mode is refused without asking anyone; the approval gate; the read-only guard again,
     # at the moment the call would run (after any wait for a human). Nothing after them
     # may rewrite a call's arguments: what was approved is what runs.
-    hooks: tuple[object, ...]
+    hooks: tuple[Hook, ...]
     tools_for_run: ToolsForRun
     card_actions: CardActions
     admin: AdminCommands

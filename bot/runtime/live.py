@@ -12,9 +12,14 @@ from collections.abc import Callable
 
 from bot.engine import AnswerEvent, RunEvent, StepEvent
 from bot.feishu.card_writer import LiveReply
-from bot.feishu.live_card import StepLine, preview
+from bot.feishu.live_card import StepLine, StepState, preview
 
-_STATES = {"ok": "ok", "error": "error", "blocked": "blocked", "cancelled": "cancelled"}
+_STATES: dict[str, StepState] = {
+    "ok": "ok",
+    "error": "error",
+    "blocked": "blocked",
+    "cancelled": "cancelled",
+}
 
 
 class LiveAnswer:
@@ -39,7 +44,7 @@ class LiveAnswer:
                 line = view.step(event.call_id)
                 if line is None:
                     return
-                line.state = _STATES.get(event.status or "", "error")  # type: ignore[assignment]
+                line.state = _STATES.get(event.status or "", "error")
                 line.result = preview(event.observation or "")
             self.reply.touch()
         elif isinstance(event, AnswerEvent):

@@ -1215,8 +1215,8 @@ class FakeWorkspace:
         fields: dict[str, Any] = {"description": str(body.get("description") or "")}
         due = body.get("due")
         if due is not None:
-            stamp = due.get("timestamp") if isinstance(due, dict) else None
-            if not str(stamp or "").isdigit():
+            stamp = str(due.get("timestamp") or "") if isinstance(due, dict) else ""
+            if not stamp.isdigit():
                 raise FakeError(1470400, "invalid request params: due.timestamp (ms)")
             fields |= {"due_ms": int(stamp), "due_all_day": bool(due.get("is_all_day"))}
         members = []
@@ -1254,8 +1254,10 @@ class FakeWorkspace:
             name = sort.get("field_name") if isinstance(sort, dict) else None
             if name not in table.fields:
                 raise _base_error(1254016)
+            field_name: str = name
             records.sort(
-                key=lambda r, n=name: _sort_key(r["fields"].get(n)), reverse=bool(sort.get("desc"))
+                key=lambda r: _sort_key(r["fields"].get(field_name)),
+                reverse=bool(sort.get("desc")),
             )
         page = _paged(records, request, default=20, maximum=500)
         page["items"] = [
@@ -1376,7 +1378,8 @@ class FakeWorkspace:
         if not isinstance(children, list) or not 1 <= len(children) <= 50:
             raise FakeError(1770001, "invalid param: children (1 to 50 blocks)")
         for child in children:
-            key = DOCX_BLOCKS.get(child.get("block_type") if isinstance(child, dict) else None)
+            block_type = child.get("block_type") if isinstance(child, dict) else None
+            key = DOCX_BLOCKS.get(block_type) if isinstance(block_type, int) else None
             if key is None or not isinstance(child.get(key), dict):
                 raise FakeError(1770001, f"invalid param: block {child!r}")
             if key != "divider" and not _text_elements_ok(child[key].get("elements")):

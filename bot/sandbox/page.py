@@ -57,7 +57,7 @@ class ChatPage:
         app.cleanup_ctx.append(self._http)
         return app
 
-    async def _http(self, app: web.Application):  # type: ignore[no-untyped-def]
+    async def _http(self, app: web.Application):
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
             self._session = session
             yield

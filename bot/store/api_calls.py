@@ -17,9 +17,9 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import FeishuApiCallsRow
+from bot.store.models import FeishuApiCallsRow, table_of
 
-_calls = FeishuApiCallsRow.__table__
+_calls = table_of(FeishuApiCallsRow)
 _c = _calls.c
 _TOTAL = select(_c.calls).where(_c.app_id == bindparam("p_app"), _c.month == bindparam("p_month"))
 _CLAIM_NOTICE = (

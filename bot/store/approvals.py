@@ -30,19 +30,24 @@ from typing import Any, Literal, get_args
 from sqlalchemy import Integer, and_, bindparam, exists, literal, select, update
 from sqlalchemy.engine import Connection
 
-from bot.store.audit import AuditEntry, write_audit
-from bot.store.db import Database
-from bot.store.ledger import ACTIVE
-from bot.store.models import (
+from bot.approval_states import (
     APPROVAL_STATES,
     APPROVED,
     CANCELLED,
     DENIED,
     EXPIRED,
     PENDING,
+    ApprovalState,
+    approval_state,
+)
+from bot.store.audit import AuditEntry, write_audit
+from bot.store.db import Database
+from bot.store.ledger import ACTIVE
+from bot.store.models import (
     ApprovalGrantRow,
     ApprovalRow,
     MessageClaimRow,
+    table_of,
 )
 
 __all__ = [
@@ -67,9 +72,9 @@ DECISIONS: tuple[Decision, ...] = get_args(Decision)
 RUN_GONE = "the run is gone"  # the note of an approval closed because nobody waits for it
 READ_ONLY_NOTE = "read-only mode"  # the note of a write's approval closed by read-only mode
 
-_approvals = ApprovalRow.__table__
-_grants = ApprovalGrantRow.__table__
-_claims = MessageClaimRow.__table__
+_approvals = table_of(ApprovalRow)
+_grants = table_of(ApprovalGrantRow)
+_claims = table_of(MessageClaimRow)
 _a = _approvals.c
 
 
@@ -112,7 +117,7 @@ class ApprovalRecord:
     requester: str
     approvers: tuple[str, ...]
     owner: str
-    state: str
+    state: ApprovalState
     session: bool  # approved "for this conversation": a grant was recorded with it
     created_at: float
     expires_at: float
@@ -132,10 +137,11 @@ class Outcome:
     record: ApprovalRecord | None
 
 
-def _record(row: Mapping[str, Any]) -> ApprovalRecord:
+def _record(row: Mapping[Any, Any]) -> ApprovalRecord:
     values = {name: row[name] for name in ApprovalRecord.__slots__}
     values["approvers"] = tuple(json.loads(row["approvers"]))
     values["session"] = bool(row["session"])
+    values["state"] = approval_state(row["state"])
     return ApprovalRecord(**values)
 
 

@@ -17,9 +17,9 @@ from sqlalchemy import Integer, String, bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import AuditLogRow
+from bot.store.models import AuditLogRow, table_of
 
-_log = AuditLogRow.__table__
+_log = table_of(AuditLogRow)
 _INSERT = _log.insert()
 _RECENT = (
     select(_log)
@@ -100,7 +100,7 @@ def _recent(connection: Connection, limit: int, action: str | None) -> list[Audi
     return [_record(row) for row in rows.mappings()]
 
 
-def _record(row: Mapping[str, Any]) -> AuditRecord:
+def _record(row: Mapping[Any, Any]) -> AuditRecord:
     return AuditRecord(
         id=row["id"],
         at=row["at"],

@@ -9,9 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import ConnectorCallRow
+from bot.store.models import ConnectorCallRow, table_of
 
-_log = ConnectorCallRow.__table__
+_log = table_of(ConnectorCallRow)
 _INSERT = _log.insert()
 
 

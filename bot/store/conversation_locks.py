@@ -17,9 +17,9 @@ from sqlalchemy import bindparam, delete, or_, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import ConversationLockRow
+from bot.store.models import ConversationLockRow, table_of
 
-_locks = ConversationLockRow.__table__
+_locks = table_of(ConversationLockRow)
 T = TypeVar("T")
 
 _RENEW = (

@@ -22,10 +22,10 @@ from sqlalchemy import Integer, RowMapping, and_, bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import ROLES, ConversationMessageRow, ConversationRow
+from bot.store.models import ROLES, ConversationMessageRow, ConversationRow, HistoryRole, table_of
 
-_conversations = ConversationRow.__table__
-_messages = ConversationMessageRow.__table__
+_conversations = table_of(ConversationRow)
+_messages = table_of(ConversationMessageRow)
 
 # The active conversation of a scope and its last `limit` messages, in one statement: one row
 # a message, oldest first, or one row with NULL message columns when it has none.
@@ -92,7 +92,7 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    role: str
+    role: HistoryRole
     content: str
     message_id: str | None = None
 
@@ -268,7 +268,7 @@ def _get(connection: Connection, conversation_id: str) -> Conversation | None:
 
 
 def _append(connection: Connection, values: dict[str, Any]) -> int:
-    return connection.execute(_APPEND, values).scalar_one()
+    return int(connection.execute(_APPEND, values).scalar_one())
 
 
 def _history(connection: Connection, conversation_id: str, limit: int) -> list[HistoryEntry]:

@@ -250,7 +250,7 @@ class Database:
             # A Database dropped without dispose() must not leave its thread behind.
             self._finalizer = weakref.finalize(self, worker.stop_soon)
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[T] = loop.create_future()
         worker.submit((fn, args, write, future, loop))
         return await future
 

@@ -28,15 +28,16 @@ from bot.store.models import (
     ConversationRow,
     MessageClaimRow,
     RunRow,
+    table_of,
 )
 from bot.store.runs import FINISHED_STATUSES
 
 logger = logging.getLogger(__name__)
 
-_conversations = ConversationRow.__table__
-_messages = ConversationMessageRow.__table__
-_runs = RunRow.__table__
-_claims = MessageClaimRow.__table__
+_conversations = table_of(ConversationRow)
+_messages = table_of(ConversationMessageRow)
+_runs = table_of(RunRow)
+_claims = table_of(MessageClaimRow)
 
 _CONVERSATION_ID = select(_conversations.c.id).where(
     _conversations.c.scope_key == bindparam("scope_key"),

@@ -25,7 +25,7 @@ from sqlalchemy import Integer, bindparam, delete, or_, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow
+from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow, table_of
 
 ClaimOutcome = Literal["claimed", "taken_over", "duplicate_done", "duplicate_in_progress"]
 
@@ -33,7 +33,7 @@ ACTIVE_STATES = (CLAIMED, REPLIED)
 FINAL_STATES = (DONE, DROPPED, FAILED)
 DEFAULT_MAX_ATTEMPTS = 3
 
-_claims = MessageClaimRow.__table__
+_claims = table_of(MessageClaimRow)
 _c = _claims.c
 
 
@@ -78,7 +78,7 @@ class LedgerEntry:
     updated_at: float
 
 
-def _entry(row: Mapping[str, Any]) -> LedgerEntry:
+def _entry(row: Mapping[Any, Any]) -> LedgerEntry:
     return LedgerEntry(
         message_id=row["message_id"],
         state=row["state"],
@@ -94,7 +94,7 @@ def _entry(row: Mapping[str, Any]) -> LedgerEntry:
     )
 
 
-def _claim(outcome: ClaimOutcome, row: Mapping[str, Any]) -> Claim:
+def _claim(outcome: ClaimOutcome, row: Mapping[Any, Any]) -> Claim:
     return Claim(
         outcome=outcome,
         message_id=row["message_id"],
@@ -432,9 +432,9 @@ def _claim_once(
     connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
 ) -> Claim | None:
     """One claim attempt; None when a purge removed the row between its statements."""
-    row = connection.execute(sql.insert_claim, new_row).mappings().first()
-    if row is not None:
-        return _claim("claimed", row)
+    inserted = connection.execute(sql.insert_claim, new_row).mappings().first()
+    if inserted is not None:
+        return _claim("claimed", inserted)
     message_id, now = new_row["message_id"], new_row["created_at"]
     row = _row(connection, sql, message_id)
     if row is None:
@@ -519,5 +519,5 @@ def _get(connection: Connection, sql: _Statements, message_id: str) -> LedgerEnt
     return None if row is None else _entry(row)
 
 
-def _row(connection: Connection, sql: _Statements, message_id: str) -> Mapping[str, Any] | None:
+def _row(connection: Connection, sql: _Statements, message_id: str) -> Mapping[Any, Any] | None:
     return connection.execute(sql.row, {"p_message_id": message_id}).mappings().first()

@@ -6,6 +6,8 @@ return frozen value objects, never these rows.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from sqlalchemy import (
     Boolean,
     Column,
@@ -14,6 +16,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -39,15 +42,17 @@ RUN_STATUSES = (
 )
 
 # conversation_messages.role
-ROLES = ("user", "assistant")
+HistoryRole = Literal["user", "assistant"]
+ROLES: tuple[HistoryRole, ...] = get_args(HistoryRole)
 
 # approvals.state
-PENDING = "pending"
-APPROVED = "approved"
-DENIED = "denied"
-EXPIRED = "expired"
-CANCELLED = "cancelled"
-APPROVAL_STATES = (PENDING, APPROVED, DENIED, EXPIRED, CANCELLED)
+# approvals.state: one list with the approval card (bot.approval_states)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core table of a SQLModel class, which the stores build their statements on."""
+    table: Table = model.__table__  # type: ignore[attr-defined]  # set by SQLModel's metaclass
+    return table
 
 
 class MessageClaimRow(SQLModel, table=True):

@@ -23,11 +23,11 @@ from sqlalchemy.engine import Connection
 
 from bot.store.audit import AuditEntry, write_audit
 from bot.store.db import Database
-from bot.store.models import OrgSettingRow
+from bot.store.models import OrgSettingRow, table_of
 
 READ_ONLY = "read_only"
 
-_settings = OrgSettingRow.__table__
+_settings = table_of(OrgSettingRow)
 _c = _settings.c
 _BY_KEY = select(_settings).where(_c.key == bindparam("p_key"))
 
@@ -183,7 +183,7 @@ def _set_read_only(
     return Switch(changed, stale, mode)
 
 
-def _mode(row: Mapping[str, Any] | None) -> ReadOnlyMode:
+def _mode(row: Mapping[Any, Any] | None) -> ReadOnlyMode:
     if row is None:
         return ReadOnlyMode(on=False, changed_by=None, changed_at=None)
     version = int(row["version"] or 0)

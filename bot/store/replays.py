@@ -17,9 +17,9 @@ from sqlalchemy import bindparam, delete
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import ReplayGuardRow
+from bot.store.models import ReplayGuardRow, table_of
 
-_guard = ReplayGuardRow.__table__
+_guard = table_of(ReplayGuardRow)
 _PURGE = delete(_guard).where(_guard.c.expires_at < bindparam("now"))
 
 

@@ -12,14 +12,14 @@ from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.ledger import ACTIVE
-from bot.store.models import RUN_STATUSES, MessageClaimRow, RunRow
+from bot.store.models import RUN_STATUSES, MessageClaimRow, RunRow, table_of
 
 RUNNING = "running"
 INTERRUPTED = "interrupted"
 FINISHED_STATUSES = tuple(status for status in RUN_STATUSES if status != RUNNING)
 
-_runs = RunRow.__table__
-_claims = MessageClaimRow.__table__
+_runs = table_of(RunRow)
+_claims = table_of(MessageClaimRow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class RunRecord:
     finished_at: float | None
 
 
-def _record(row: Mapping[str, Any]) -> RunRecord:
+def _record(row: Mapping[Any, Any]) -> RunRecord:
     return RunRecord(**{name: row[name] for name in RunRecord.__slots__})
 
 

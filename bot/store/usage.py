@@ -17,10 +17,10 @@ from sqlalchemy import bindparam, delete, select
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
-from bot.store.models import RateWindowRow, UsageDailyRow
+from bot.store.models import RateWindowRow, UsageDailyRow, table_of
 
-_daily = UsageDailyRow.__table__
-_windows = RateWindowRow.__table__
+_daily = table_of(UsageDailyRow)
+_windows = table_of(RateWindowRow)
 
 _TOKENS = select(_daily.c.subject, _daily.c.tokens).where(
     _daily.c.day == bindparam("day"),
@@ -128,7 +128,7 @@ def _day(connection: Connection, day: str) -> list[tuple[str, int, int]]:
 
 
 def _hit(connection: Connection, sql: _Statements, values: dict[str, Any]) -> int:
-    return connection.execute(sql.hit, values).scalar_one()
+    return int(connection.execute(sql.hit, values).scalar_one())
 
 
 def _purge(connection: Connection, params: dict[str, Any]) -> int:
