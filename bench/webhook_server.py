@@ -33,7 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
-import bot.app
+import bot.wiring
 from bot.app import create_app
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
@@ -64,7 +64,7 @@ def _tune_database(options: dict[str, Any]) -> None:
         def __init__(self, *args: Any, **given: Any) -> None:
             super().__init__(*args, **{**options, **given})
 
-    bot.app.Database = TunedDatabase  # type: ignore[misc]
+    bot.wiring.Database = TunedDatabase  # type: ignore[misc]
 
 
 def _count_transactions(app: web.Application, path: str) -> None:

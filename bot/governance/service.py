@@ -75,23 +75,15 @@ def build_governance(
     audit = AuditLog(database, clock=clock)
     waits = ApprovalWaits(approvals)
     cards = ApprovalCards(feishu, approvals, config=config)
-    names = UserNames(feishu)
     replays = ReplayGuard(database, clock=clock)
-    gate = FeishuGateHook(
-        config=config,
-        store=approvals,
-        waits=waits,
-        cards=cards,
-        connector_of=connector_of,
-        owner=owner,
-        name_of=names.name,
-        clock=clock,
-    )
+    gate = _gate(config, approvals, waits, cards, feishu, connector_of, owner, clock)
     switch = ReadOnlySwitch(org, approvals, waits, cards, spawn=spawn)
     admin = AdminCommands(config, org, audit, switch, ButtonSeal(config.button_key))
     decisions = ApprovalDecisions(
         config=config, approvals=approvals, org=org, waits=waits, cards=cards
     )
+    usage = UsageStore(database, clock=clock)
+    budgets = Budgets(config.budgets, usage, timezone=config.timezone, clock=clock)
     return Governance(
         config=config,
         approvals=approvals,
@@ -114,7 +106,29 @@ def build_governance(
         console=ConsoleActions(config=config, decisions=decisions, admin=admin),
         decisions=decisions,
         replays=replays,
-        budgets=Budgets(
-            config.budgets, UsageStore(database, clock=clock), timezone=config.timezone, clock=clock
-        ),
+        budgets=budgets,
+    )
+
+
+def _gate(
+    config: GovernanceConfig,
+    approvals: ApprovalStore,
+    waits: ApprovalWaits,
+    cards: ApprovalCards,
+    feishu: FeishuClient,
+    connector_of: Callable[[str], str | None],
+    owner: str,
+    clock: Callable[[], float],
+) -> FeishuGateHook:
+    # The card names the requester: a cached lookup per person, not one per approval.
+    names = UserNames(feishu)
+    return FeishuGateHook(
+        config=config,
+        store=approvals,
+        waits=waits,
+        cards=cards,
+        connector_of=connector_of,
+        owner=owner,
+        name_of=names.name,
+        clock=clock,
     )

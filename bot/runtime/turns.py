@@ -22,7 +22,14 @@ from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.events import InboundMessage
 from bot.governance.origin import Origin
 from bot.logs import bind_log_context, log_scope
-from bot.store import ConversationStore, FinishedTurn, HistoryEntry, MessageLedger, TurnJournal
+from bot.store import (
+    ConversationStore,
+    FinishedTurn,
+    HistoryEntry,
+    LoadedConversation,
+    MessageLedger,
+    TurnJournal,
+)
 
 from . import texts
 from .intake import InFlight
@@ -144,79 +151,31 @@ class TurnRunner:
         early = turn.interrupts.drain()
         query = "\n".join([message.text, *early])
         agent = await self._agent_factory()
+        start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(
             run_id,
             conversation_id=loaded.conversation_id,
             scope_key=key,
             message_id=message.message_id,
-            model=getattr(agent.llm, "model", None) or "",
+            model=start.model,
             started_at=started_at,
         )
         opened.append(events)
         live = LiveAnswer(self._live_reply(message), on_answer=events.answer)
-        context = TurnContext(
-            run_id=run_id,
-            conversation_id=loaded.conversation_id,
-            scope_key=key,
-            message_id=message.message_id,
-            chat_id=message.chat_id,
-            chat_type=message.chat_type,
-            sender_open_id=message.sender_open_id,
-            thread_id=message.thread_id,
-            generation=loaded.generation,
-            live=live,
-            slot=turn.slot,
-        )
         result = await agent.run(
             query,
             history=[Message(h.role, h.content, kind="history") for h in loaded.history],
             interrupt_queue=turn.interrupts,
             on_event=_fan_out(events.on_event, live.on_event),
-            deps=context,
+            deps=_turn_context(message, start, live, turn.slot),
             run_id=run_id,
         )
         # The agent reads no more interrupts: later messages start the next turn.
         turn.close()
         answer, outcome = await self._answer(message, agent, query, result, live, started_at)
-        reply_ids = outcome.message_ids if outcome else []
-        calls = outcome.calls if outcome else 0
-        logger.info(
-            "run %s for %s: %s, %d iterations, %d tokens, %d Feishu calls for the answer",
-            run_id,
-            message.message_id,
-            result.status,
-            result.iterations,
-            result.total_usage.total_tokens,
-            calls,
-        )
-        jobs = (turn.job, *turn.joined)
-        entries = [HistoryEntry("user", message.text, message.message_id)]
-        entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
-        if answer:
-            entries.append(HistoryEntry("assistant", answer))
-        conversation_id = await self._journal.finish_turn(
-            FinishedTurn(
-                scope_key=key,
-                conversation_id=loaded.conversation_id,
-                generation=loaded.generation,
-                entries=tuple(entries),
-                run_id=run_id,
-                message_id=message.message_id,
-                status=result.status,
-                model=getattr(agent.llm, "model", None) or "",
-                iterations=result.iterations,
-                prompt_tokens=result.total_usage.prompt_tokens,
-                completion_tokens=result.total_usage.completion_tokens,
-                total_tokens=result.total_usage.total_tokens,
-                tool_calls=len(result.steps),
-                feishu_calls=calls,
-                error=result.error,
-                started_at=started_at,
-                completed_message_ids=tuple(job.message_id for job in jobs),
-                owner=self._owner,
-                reply_message_id=reply_ids[0] if reply_ids else None,
-            )
-        )
+        finished = _finished_turn(turn, message, start, result, answer, outcome, self._owner)
+        _log_finished(finished, result)
+        conversation_id = await self._journal.finish_turn(finished)
         # After the answer finished and the run is on record: a console that sees ``done``
         # finds the run in ``GET /api/runs`` too.
         events.done(
@@ -227,8 +186,8 @@ class TurnRunner:
             error=result.error,
             conversation_id=conversation_id,
         )
-        for job in jobs:
-            self._in_flight.done(job.message_id)
+        for message_id in finished.completed_message_ids:
+            self._in_flight.done(message_id)
         return result.status
 
     async def _answer(
@@ -322,3 +281,83 @@ def _error_text(result: AgentResult) -> str:
 def _preview(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """What a run began from: its id, scope, time, conversation and model."""
+
+    run_id: str
+    key: str
+    started_at: float
+    loaded: LoadedConversation
+    model: str
+
+
+def _turn_context(
+    message: InboundMessage, start: _Started, live: LiveAnswer, slot: RunSlot | None
+) -> TurnContext:
+    return TurnContext(
+        run_id=start.run_id,
+        conversation_id=start.loaded.conversation_id,
+        scope_key=start.key,
+        message_id=message.message_id,
+        chat_id=message.chat_id,
+        chat_type=message.chat_type,
+        sender_open_id=message.sender_open_id,
+        thread_id=message.thread_id,
+        generation=start.loaded.generation,
+        live=live,
+        slot=slot,
+    )
+
+
+def _finished_turn(
+    turn: Turn,
+    message: InboundMessage,
+    start: _Started,
+    result: AgentResult,
+    answer: str | None,
+    outcome: ReplyOutcome | None,
+    owner: str,
+) -> FinishedTurn:
+    """The turn as the journal records it: its messages, its answer and its run."""
+    entries = [HistoryEntry("user", message.text, message.message_id)]
+    entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
+    if answer:
+        entries.append(HistoryEntry("assistant", answer))
+    reply_ids = outcome.message_ids if outcome else []
+    usage = result.total_usage
+    return FinishedTurn(
+        scope_key=start.key,
+        conversation_id=start.loaded.conversation_id,
+        generation=start.loaded.generation,
+        entries=tuple(entries),
+        run_id=start.run_id,
+        message_id=message.message_id,
+        status=result.status,
+        model=start.model,
+        iterations=result.iterations,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        tool_calls=len(result.steps),
+        feishu_calls=outcome.calls if outcome else 0,
+        error=result.error,
+        started_at=start.started_at,
+        completed_message_ids=tuple(job.message_id for job in (turn.job, *turn.joined)),
+        owner=owner,
+        reply_message_id=reply_ids[0] if reply_ids else None,
+    )
+
+
+def _log_finished(finished: FinishedTurn, result: AgentResult) -> None:
+    logger.info(
+        "run %s for %s: %s, %d iterations, %d tokens, %d Feishu calls for the answer",
+        finished.run_id,
+        finished.message_id,
+        result.status,
+        result.iterations,
+        finished.total_tokens,
+        finished.feishu_calls,
+    )

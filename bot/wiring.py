@@ -1,0 +1,422 @@
+"""Building the running bot from its settings, in the order things depend on each other.
+
+``bot.app`` runs :func:`build_services` in the application's lifecycle; each phase below
+takes what the earlier ones built, so a new service goes where its inputs exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bot.config import RuntimeConfig, Settings
+from bot.conversations import ConversationWorkers
+from bot.engine import LLM, Hook, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
+from bot.engine.interrupts import InterruptLimits
+from bot.feishu.card_writer import LiveReply
+from bot.feishu.client import FeishuClient
+from bot.feishu.events import InboundMessage
+from bot.governance.budgets import Refusal
+from bot.governance.service import Governance, build_governance
+from bot.metrics import MeteredLLM, Metrics
+from bot.runtime import texts
+from bot.runtime.api_budget import ApiUsage, Delivery
+from bot.runtime.conversation_lock import SharedConversationLock
+from bot.runtime.identity import BotIdentity
+from bot.runtime.intake import EventIntake, InFlight
+from bot.runtime.messages import MessageHandler
+from bot.runtime.replies import ReplySender
+from bot.runtime.run_events import RunEventHub
+from bot.runtime.tasks import TaskTracker
+from bot.runtime.turns import TurnRunner
+from bot.store import (
+    CallLogStore,
+    ConversationStore,
+    Database,
+    MessageLedger,
+    RunStore,
+    TurnJournal,
+)
+from bot.store.api_calls import ApiCallLedger
+from bot.store.conversation_locks import ConversationLocks
+from bot.store.conversations import ConversationPrefetch
+from bot.store.migrate import upgrade
+from bot.timezones import time_zone
+from connectors.base import ConnectorContext
+from connectors.call_log import CallLogHook
+from connectors.config import ConnectorsConfig
+from connectors.hub import ConnectorHub
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What tests (and embedders) may supply instead of what the settings describe."""
+
+    llm: LLM | None = None
+    tools: Sequence[Tool] = ()  # added to the connectors' tools
+    hooks: Sequence[Hook] = ()
+    connectors: ConnectorsConfig | None = None  # None: from the settings
+    owner: str | None = None
+    clock: Callable[[], float] = time.time
+
+
+@dataclass(kw_only=True)
+class Services:
+    """What the running app holds; available to tests as ``app[SERVICES]``."""
+
+    database: Database
+    feishu: FeishuClient
+    identity: BotIdentity
+    ledger: MessageLedger
+    intake: EventIntake
+    workers: ConversationWorkers
+    tasks: TaskTracker
+    in_flight: InFlight
+    owner: str
+    tools: ToolRegistry
+    governance: Governance
+    metrics: Metrics
+    run_events: RunEventHub  # every run's events (the web console reads them)
+    conversation_lock: SharedConversationLock
+    api_usage: ApiUsage
+
+
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    """The services, and what only shutdown needs: the connectors and the model to close."""
+
+    services: Services
+    hub: ConnectorHub
+    model: LLM
+    owns_model: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Foundation:
+    """What every later phase stands on: the store, Feishu and its budget, the model."""
+
+    database: Database
+    feishu: FeishuClient
+    api_usage: ApiUsage
+    identity: BotIdentity
+    model: LLM
+    metered: MeteredLLM
+    owner: str
+    clock: Callable[[], float]
+    metrics: Metrics
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Tools:
+    hub: ConnectorHub
+    registry: ToolRegistry
+    governance: Governance
+    hooks: list[Hook]
+
+
+async def build_services(settings: Settings, overrides: Overrides, metrics: Metrics) -> Built:
+    base = await _foundation(settings, overrides, metrics)
+    tasks = TaskTracker()
+    tools = await _governed_tools(settings, overrides, base, tasks)
+    services = _message_path(settings, base, tools, tasks)
+    return Built(
+        services=services,
+        hub=tools.hub,
+        model=base.model,
+        owns_model=overrides.llm is None and isinstance(base.model, OpenAICompatibleLLM),
+    )
+
+
+async def build_connectors(
+    settings: Settings, overrides: Overrides, feishu: FeishuClient
+) -> ConnectorHub:
+    config = overrides.connectors or settings.connectors()
+    return await ConnectorHub.build(
+        config,
+        ConnectorContext(feishu=feishu),
+        feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
+    )
+
+
+async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics) -> _Foundation:
+    clock = overrides.clock
+    await asyncio.to_thread(upgrade, settings.database_url)
+    database = await Database.connect(settings.database_url)
+    admins = sorted(settings.governance().admins)
+
+    async def tell_admins(delivery: Delivery, used: int, budget: int) -> None:
+        content = json.dumps(
+            {"text": texts.api_budget_notice(delivery.name, used, budget)}, ensure_ascii=False
+        )
+        for admin in admins:
+            await feishu.send_message("open_id", admin, msg_type="text", content=content)
+
+    api_usage = ApiUsage(
+        ApiCallLedger(database, clock=clock),
+        app_id=settings.feishu_app_id,
+        budget=settings.feishu_monthly_api_budget,
+        zone=time_zone(settings.larkgate_timezone),
+        clock=clock,
+        notify=tell_admins,
+    )
+    metrics.track_api_usage(lambda: api_usage.total, lambda: api_usage.delivery().level)
+
+    def on_call(endpoint: str, code: str) -> None:
+        metrics.feishu_call(endpoint, code)
+        api_usage.record(endpoint, code)
+
+    feishu = FeishuClient(settings.feishu(), on_call=on_call)
+    await api_usage.refresh()  # the month's total so far, before the first answer
+    model = overrides.llm or default_llm(settings)
+    identity = BotIdentity(feishu)
+    identity.start()
+    interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
+    if interrupted:
+        logger.info("%d runs left by a stopped process are marked interrupted", interrupted)
+    return _Foundation(
+        database=database,
+        feishu=feishu,
+        api_usage=api_usage,
+        identity=identity,
+        model=model,
+        metered=MeteredLLM(model, metrics),
+        owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
+        clock=clock,
+        metrics=metrics,
+    )
+
+
+async def _governed_tools(
+    settings: Settings,
+    overrides: Overrides,
+    base: _Foundation,
+    tasks: TaskTracker,
+) -> _Tools:
+    runtime = settings.runtime()
+    hub = await build_connectors(settings, overrides, base.feishu)
+    registry = ToolRegistry([*hub.registry, *overrides.tools])
+    governance = build_governance(
+        settings.governance(),
+        database=base.database,
+        feishu=base.feishu,
+        tools=registry,
+        connector_of=hub.connector_of,
+        owner=base.owner,
+        spawn=tasks.spawn,
+        sweep_interval=max(1.0, runtime.claim_lease_seconds / 2),
+        # A signed request is accepted up to max_event_age either side of its timestamp.
+        replay_window_seconds=2 * runtime.max_event_age_seconds + 60,
+        clock=base.clock,
+        on_approval_outcome=base.metrics.approval_outcome,
+    )
+    # Governance's hooks come last among those that may rewrite or hold a call: the
+    # approver sees the arguments that will run, and read-only mode is checked again
+    # right before the call runs (the call log only observes afterwards).
+    call_log = CallLogStore(base.database)
+    hooks: list[Hook] = [
+        *overrides.hooks,
+        *governance.hooks,
+        CallLogHook(call_log.record, hub.connector_of, clock=base.clock),
+    ]
+    return _Tools(hub=hub, registry=registry, governance=governance, hooks=hooks)
+
+
+def _message_path(
+    settings: Settings, base: _Foundation, tools: _Tools, tasks: TaskTracker
+) -> Services:
+    """From a verified event to an answer: intake, the handler, workers and turns."""
+    runtime = settings.runtime()
+    clock = base.clock
+    ledger = MessageLedger(base.database, clock=clock)
+    # A turn's first read (its conversation) rides in the transaction that takes the
+    # conversation's lock: one round trip fewer per message.
+    prefetch = ConversationPrefetch(runtime.history_messages)
+    conversations = ConversationStore(base.database, clock=clock, prefetch=prefetch)
+    # One rule for what may join a run and what the run reads (DESIGN §3, interrupts).
+    interrupt_limits = _interrupt_limits(runtime)
+    conversation_lock = _conversation_lock(runtime, base, prefetch)
+    workers = ConversationWorkers(
+        runtime.max_concurrent_runs,
+        lock=conversation_lock,
+        join_limits=interrupt_limits,
+        max_waiting=runtime.queued_messages_per_conversation or None,
+    )
+    in_flight = InFlight()
+    base.metrics.track_in_flight(in_flight.__len__)
+    run_events = RunEventHub(clock=clock)
+    turns = _turn_runner(
+        settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events
+    )
+    handler = _message_handler(
+        settings, base, tools.governance, ledger, workers, conversations, turns, in_flight
+    )
+    intake = EventIntake(
+        ledger,
+        handler,
+        tasks,
+        in_flight,
+        owner=base.owner,
+        lease_seconds=runtime.claim_lease_seconds,
+        max_age_seconds=runtime.max_event_age_seconds,
+        clock=clock,
+        on_duplicate=base.metrics.duplicate_event,
+    )
+    return Services(
+        database=base.database,
+        feishu=base.feishu,
+        identity=base.identity,
+        ledger=ledger,
+        intake=intake,
+        workers=workers,
+        tasks=tasks,
+        in_flight=in_flight,
+        owner=base.owner,
+        tools=tools.registry,
+        governance=tools.governance,
+        metrics=base.metrics,
+        run_events=run_events,
+        conversation_lock=conversation_lock,
+        api_usage=base.api_usage,
+    )
+
+
+def _interrupt_limits(runtime: RuntimeConfig) -> InterruptLimits:
+    return InterruptLimits(
+        max_messages=runtime.interrupts_per_run,
+        max_chars=runtime.interrupt_chars_per_run,
+        max_message_chars=runtime.pinned_message_chars,
+    )
+
+
+def _conversation_lock(
+    runtime: RuntimeConfig, base: _Foundation, prefetch: ConversationPrefetch
+) -> SharedConversationLock:
+    """One run per conversation across processes, leased in the database."""
+    locks = ConversationLocks(
+        base.database, owner=base.owner, lease_seconds=runtime.claim_lease_seconds, clock=base.clock
+    )
+    return SharedConversationLock(
+        locks, renew_every=runtime.claim_lease_seconds / 3, prefetch=prefetch
+    )
+
+
+def _turn_runner(
+    settings: Settings,
+    base: _Foundation,
+    tools: _Tools,
+    interrupt_limits: InterruptLimits,
+    ledger: MessageLedger,
+    conversations: ConversationStore,
+    in_flight: InFlight,
+    run_events: RunEventHub,
+) -> TurnRunner:
+    governance = tools.governance
+    budget = settings.llm().context_budget
+
+    async def agent_factory() -> ReActAgent:
+        offered = await governance.tools_for_run()
+        return ReActAgent(
+            base.metered,
+            offered,
+            hooks=tools.hooks,
+            context_budget=budget,
+            interrupt_limits=interrupt_limits,
+            cycle_threshold=settings.react_cycle_detection_threshold,
+            completion_check_min_tools=settings.react_completion_check_min_tools,
+        )
+
+    budgets = governance.budgets
+
+    async def record_usage(message: InboundMessage, tokens: int) -> str:
+        return await budgets.record(
+            sender=message.sender_open_id,
+            chat_id=message.chat_id,
+            chat_type=message.chat_type,
+            tokens=tokens,
+        )
+
+    return TurnRunner(
+        agent_factory=agent_factory,
+        ledger=ledger,
+        conversations=conversations,
+        journal=TurnJournal(base.database, clock=base.clock),
+        live_reply=lambda message: live_reply(
+            base.feishu, message, base.api_usage.delivery(), settings
+        ),
+        in_flight=in_flight,
+        owner=base.owner,
+        history_messages=settings.runtime().history_messages,
+        record_usage=record_usage if budgets.counts_tokens else None,
+        clock=base.clock,
+        on_run=base.metrics.run_finished,
+        events=run_events,
+    )
+
+
+def _message_handler(
+    settings: Settings,
+    base: _Foundation,
+    governance: Governance,
+    ledger: MessageLedger,
+    workers: ConversationWorkers,
+    conversations: ConversationStore,
+    turns: TurnRunner,
+    in_flight: InFlight,
+) -> MessageHandler:
+    budgets = governance.budgets
+    governance_config = settings.governance()
+
+    async def admit(message: InboundMessage) -> Refusal | None:
+        return await budgets.admit(
+            sender=message.sender_open_id, chat_id=message.chat_id, chat_type=message.chat_type
+        )
+
+    def admin_help(sender: str) -> str | None:
+        if not governance_config.is_admin(sender):
+            return None
+        return texts.api_usage_for_admins(base.api_usage.summary())
+
+    return MessageHandler(
+        ledger=ledger,
+        identity=base.identity,
+        policy=settings.policy(),
+        workers=workers,
+        conversations=conversations,
+        replies=ReplySender(base.feishu),
+        turns=turns,
+        in_flight=in_flight,
+        owner=base.owner,
+        admin=governance.admin,
+        admit=admit if budgets.enabled else None,
+        admin_help=admin_help,
+    )
+
+
+def live_reply(
+    feishu: FeishuClient, message: InboundMessage, delivery: Delivery, settings: Settings
+) -> LiveReply:
+    """The answer's card, as the month's Feishu API budget allows (``Delivery``)."""
+    return LiveReply(
+        feishu,
+        message_id=message.message_id,
+        in_thread=bool(message.thread_id),
+        uuid_seed=message.message_id,
+        cadence=delivery.cadence or 1 / settings.larkgate_card_updates_per_second,
+        streaming=delivery.streaming,
+        text_only=delivery.text_only,
+        note=delivery.note,
+    )
+
+
+def default_llm(settings: Settings) -> LLM:
+    config = settings.llm()
+    return OpenAICompatibleLLM(base_url=config.base_url, api_key=config.api_key, model=config.model)
