@@ -1,0 +1,68 @@
+"""Auth and app info: tenant access tokens (issued, reissued, revoked, checked), the bot's
+info and the app's granted scopes."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from aiohttp import web
+
+from .core import TOKEN_PATH, EmulatorCore
+from .wire import FakeError, request_body
+
+
+class AuthApi(EmulatorCore):
+    async def _tenant_token(self, request: web.Request) -> web.Response:
+        body = request_body(request)
+        if body.get("app_id") != self.app_id:
+            raise FakeError(10003)
+        if body.get("app_secret") != self.app_secret:
+            raise FakeError(10014)
+        now = time.monotonic()
+        token = self._current_token
+        left = self._tokens.get(token, 0.0) - now if token else 0.0
+        if token is None or left < self.token_reissue_below:
+            token = "t-" + secrets.token_hex(16)
+            self._tokens[token] = now + self.token_ttl
+            self._current_token = token
+            left = self.token_ttl
+        # Flat body: no "data" envelope on this endpoint.
+        return web.json_response(
+            {"code": 0, "msg": "ok", "tenant_access_token": token, "expire": int(left)}
+        )
+
+    def _check_token(self, request: web.Request) -> None:
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith("Bearer ") or not auth[len("Bearer ") :].strip():
+            raise FakeError(99991661)
+        expiry = self._tokens.get(auth[len("Bearer ") :].strip())
+        if expiry is None or expiry <= time.monotonic():
+            raise FakeError(99991663)
+
+    def revoke_tokens(self) -> None:
+        """Invalidate every token issued so far; they now answer 99991663."""
+        self._tokens.clear()
+        self._current_token = None
+
+    @property
+    def token_requests(self) -> int:
+        return self.count("POST", re.escape(TOKEN_PATH))
+
+    async def _bot_info(self, request: web.Request) -> web.Response:
+        bot = {
+            "activate_status": 2,
+            "app_name": self.bot_name,
+            "avatar_url": "https://example.invalid/avatar.png",
+            "ip_white_list": [],
+            "open_id": self.bot_open_id,
+        }
+        return web.json_response({"code": 0, "msg": "ok", "bot": bot})
+
+    async def _app_scopes(self, request: web.Request) -> web.Response:
+        scopes = [
+            {"scope_name": name, "grant_status": 1, "scope_type": "tenant"}
+            for name in self.granted_scopes
+        ]
+        return self._ok({"scopes": scopes})

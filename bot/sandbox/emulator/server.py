@@ -1,0 +1,135 @@
+"""The emulator's HTTP server: :class:`FakeFeishu`, its route table, and the middleware
+that records every request, injects faults and checks the tenant token."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, Self
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from .auth import AuthApi
+from .cardkit import CARD_ROUTE, CardKitApi
+from .core import TOKEN_PATH
+from .faults import FaultControls
+from .messages import MessagesApi
+from .wire import RECORDED, FakeError, RecordedRequest, parse_json
+from .workspace import FakeWorkspace
+
+
+class FakeFeishu(AuthApi, MessagesApi, CardKitApi, FaultControls):
+    def __init__(
+        self,
+        app_id: str = "cli_test",
+        app_secret: str = "secret",
+        bot_open_id: str = "ou_bot",
+        bot_name: str = "larkgate",
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(app_id, app_secret, bot_open_id, bot_name, clock=clock)
+        self.workspace = FakeWorkspace(self)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> Self:
+        app = web.Application(middlewares=[self._middleware], client_max_size=4 * 1024 * 1024)
+        for method, path, handler in [*self._routes(), *self._extra_routes]:
+            app.router.add_route(method, path, handler)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def stop(self) -> None:
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def domain(self) -> str:
+        if self._port is None:
+            raise RuntimeError("FakeFeishu is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    # -- routes ---------------------------------------------------------------------
+
+    def _routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("POST", TOKEN_PATH, self._tenant_token),
+            ("GET", "/open-apis/bot/v3/info", self._bot_info),
+            ("POST", "/open-apis/im/v1/messages", self._create_message),
+            ("POST", "/open-apis/im/v1/messages/{message_id}/reply", self._reply_message),
+            ("PATCH", "/open-apis/im/v1/messages/{message_id}", self._patch_message),
+            ("GET", "/open-apis/im/v1/messages/{message_id}", self._get_message),
+            ("POST", "/open-apis/cardkit/v1/cards", self._create_card),
+            ("PUT", CARD_ROUTE + "/elements/{element_id}/content", self._card_content),
+            ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
+            ("PUT", CARD_ROUTE, self._update_card),
+            ("GET", "/open-apis/application/v6/scopes", self._app_scopes),
+            *self.workspace.routes(),
+        ]
+
+    def add_routes(self, routes: list[tuple[str, str, Any]], *, public: bool = False) -> None:
+        """Serve more routes on this domain (before ``start()``), e.g. the long-connection
+        gateway of ``fakes.feishu_ws``; ``public`` ones need no tenant token."""
+        if self._runner is not None:
+            raise RuntimeError("add_routes() before start()")
+        self._extra_routes.extend(routes)
+        if public:
+            self._public_paths.update(path for _, path, _ in routes)
+
+    # -- middleware: record, faults, auth ---------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        raw = await request.read()
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            query=dict(request.query),
+            headers=CIMultiDictProxy(CIMultiDict(request.headers)),
+            body=raw,
+            json=parse_json(raw),
+            peer=request.transport.get_extra_info("peername") if request.transport else None,
+            time=time.monotonic(),
+        )
+        self.requests.append(recorded)
+        if self.max_recorded is not None and len(self.requests) > self.max_recorded:
+            del self.requests[: len(self.requests) - self.max_recorded]
+        request[RECORDED] = recorded
+        try:
+            return await self._answer(request, handler)
+        finally:
+            self.revision += 1
+            await self._notify()
+
+    async def _answer(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        for rule in self._slow:
+            if rule.matches(request.method, request.path):
+                rule.consume()
+                await self._pause(rule.delay)
+        fault = next((f for f in self._faults if f.matches(request.method, request.path)), None)
+        if fault is not None:
+            fault.consume()
+            await self._pause(fault.delay)
+            return self._fault_response(fault)
+        try:
+            if request.path not in self._public_paths:
+                self._check_token(request)
+            return await handler(request)
+        except FakeError as exc:
+            return self._error(exc.code, exc.msg, http_status=exc.http_status)

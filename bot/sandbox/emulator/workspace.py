@@ -1,0 +1,252 @@
+"""The seeded tenant behind the workspace endpoints: :class:`FakeWorkspace`, made of the
+family mixins (contacts, chats, calendar, tasks, Base, docx), its seed and its routes."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from .bitable import BitableApi, FakeBitableApp, FakeBitableTable
+from .calendars import DAY_S, HOUR_S, CalendarApi, FakeCalendar
+from .chats import ChatsApi
+from .contacts import ContactsApi, FakeUser
+from .docx import DocxApi
+from .tasks import FakeTasklist, TasksApi
+from .workspace_state import BOT_CALENDAR_ID
+
+if TYPE_CHECKING:
+    from .server import FakeFeishu
+
+
+class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, DocxApi):
+    """The workspace behind the contact, chat, calendar, task, Base and docx endpoints.
+
+    Seeded with a small, realistic tenant (see the package doc); every list is public
+    state a test may change or extend with the ``add_*`` helpers.
+    """
+
+    def __init__(self, fake: FakeFeishu) -> None:
+        super().__init__(fake)
+        self._seed()
+
+    # -- the seed ---------------------------------------------------------------------------
+
+    def _seed(self) -> None:
+        now = int(time.time())
+        hour = now - now % HOUR_S  # the hour we are in: events and due dates sit on whole hours
+        alice, bob = self._seed_people()
+        self._seed_messages(alice, bob, now * 1000)
+        self._seed_calendar(hour)
+        self._seed_tasks(alice, hour, now * 1000)
+        self._seed_base(alice, bob, hour)
+        self.add_document(
+            "doxcnFakeHandbook",
+            "Team handbook",
+            "Welcome to the team.\nOn-call rotates weekly; the schedule is in the Base.\n"
+            "Deploys happen Tuesday and Thursday.",
+        )
+        self.add_document("doxcnFakeSecret", "Board minutes", "Confidential", app_has_access=False)
+
+    def _seed_people(self) -> tuple[FakeUser, FakeUser]:
+        alice = self.add_user(
+            "ou_fake_alice",
+            "Alice Wang",
+            email="alice@example.com",
+            mobile="+8613800000001",
+            en_name="Alice Wang",
+            job_title="Engineer",
+        )
+        bob = self.add_user(
+            "ou_fake_bob",
+            "Bob Li",
+            email="bob@example.com",
+            mobile="+8613800000002",
+            en_name="Bob Li",
+            job_title="Product manager",
+        )
+        self.add_user(
+            "ou_fake_zhang",
+            "张伟",
+            email="zhangwei@example.com",
+            mobile="+8613800000003",
+            en_name="Zhang Wei",
+            job_title="Sales",
+            department_ids=["od-fake-sales"],
+        )
+        self.add_chat("oc_fake_eng", "Engineering", "Backend and infra", alice.open_id)
+        self.add_chat("oc_fake_launch", "Launch 2025", "Launch coordination", bob.open_id)
+        self.add_chat("oc_fake_hr", "HR private", "", bob.open_id, bot_is_member=False)
+        return alice, bob
+
+    def _seed_messages(self, alice: FakeUser, bob: FakeUser, now_ms: int) -> None:
+        fake = self._fake
+        fake.add_message(
+            "om_fake_hist_1",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            content={"text": "Standup moved to 10:30 tomorrow"},
+            sender_open_id=alice.open_id,
+            create_time_ms=now_ms - 3600_000,
+        )
+        fake.add_message(
+            "om_fake_hist_2",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            msg_type="post",
+            content={
+                "title": "Release notes",
+                "content": [
+                    [
+                        {"tag": "text", "text": "v2.3 ships on Friday, "},
+                        {"tag": "at", "user_id": "@_user_1", "user_name": "Alice Wang"},
+                    ],
+                    [{"tag": "a", "text": "changelog", "href": "https://example.invalid/cl"}],
+                ],
+            },
+            sender_open_id=bob.open_id,
+            create_time_ms=now_ms - 2400_000,
+        )
+        fake.add_message(
+            "om_fake_hist_3",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            msg_type="image",
+            content={"image_key": "img_v3_fake"},
+            sender_open_id=alice.open_id,
+            create_time_ms=now_ms - 1200_000,
+        )
+        mentioned = fake.add_message(
+            "om_fake_hist_4",
+            chat_id="oc_fake_eng",
+            chat_type="group",
+            content={"text": "@_user_1 can you review the migration?"},
+            sender_open_id=bob.open_id,
+            create_time_ms=now_ms - 600_000,
+        )
+        mentioned.mentions = [
+            {"key": "@_user_1", "id": alice.open_id, "id_type": "open_id", "name": alice.name}
+        ]
+        fake.add_message(
+            "om_fake_hist_5",
+            chat_id="oc_fake_hr",
+            chat_type="group",
+            content={"text": "salary review"},
+            sender_open_id=bob.open_id,
+        )
+
+    def _seed_calendar(self, hour: int) -> None:
+        self.calendars[BOT_CALENDAR_ID] = FakeCalendar(BOT_CALENDAR_ID, "larkgate", "primary")
+        self.calendars["feishu.cn_fakeprivate@group.calendar.feishu.cn"] = FakeCalendar(
+            "feishu.cn_fakeprivate@group.calendar.feishu.cn", "Board", role="free_busy_reader"
+        )
+        self.add_event(
+            "Weekly sync",
+            hour + DAY_S,
+            hour + DAY_S + HOUR_S,
+            location={"name": "Room 301"},
+            description="Agenda in the doc",
+        )
+        self.add_event("Design review", hour + 2 * DAY_S, hour + 2 * DAY_S + 2 * HOUR_S)
+        self.add_event("Retro", hour - 3 * DAY_S, hour - 3 * DAY_S + HOUR_S)
+        self.add_event(
+            "Cancelled 1:1",
+            hour + DAY_S + 2 * HOUR_S,
+            hour + DAY_S + 3 * HOUR_S,
+            status="cancelled",
+        )
+        offsite = time.strftime("%Y-%m-%d", time.gmtime(hour + 4 * DAY_S))
+        offsite_end = time.strftime("%Y-%m-%d", time.gmtime(hour + 5 * DAY_S))
+        event = self.add_event("Team offsite", 0, 0)
+        event.start, event.end = {"date": offsite}, {"date": offsite_end}
+
+    def _seed_tasks(self, alice: FakeUser, hour: int, now_ms: int) -> None:
+        self.tasklists["fake-tasklist-launch"] = FakeTasklist("fake-tasklist-launch", "Launch")
+        self.tasklists["fake-tasklist-secret"] = FakeTasklist(
+            "fake-tasklist-secret", "Secret", app_is_member=False
+        )
+        assignee = [{"id": alice.open_id, "type": "user", "role": "assignee"}]
+        self.add_task(
+            "Prepare launch checklist",
+            due_ms=(hour + 2 * DAY_S) * 1000,
+            members=assignee,
+            tasklist_guids=["fake-tasklist-launch"],
+        )
+        self.add_task("Renew TLS certificate", completed_ms=now_ms - DAY_S * 1000)
+        self.add_task("Book the venue", by_app=False, tasklist_guids=["fake-tasklist-launch"])
+
+    def _seed_base(self, alice: FakeUser, bob: FakeUser, hour: int) -> None:
+        table = FakeBitableTable(
+            "tblFakeTasks",
+            "Tasks",
+            {
+                "Name": "text",
+                "Status": "single_select",
+                "Owner": "person",
+                "Points": "number",
+                "Due": "date",
+                "Tags": "multi_select",
+                "Done": "checkbox",
+                "Link": "url",
+            },
+            options={
+                "Status": ["Todo", "In progress", "Done"],
+                "Tags": ["backend", "frontend", "ops"],
+            },
+        )
+        self.bitables["bascnFakeProjects"] = FakeBitableApp(
+            "bascnFakeProjects", "Projects", {table.table_id: table}
+        )
+        self.bitables["bascnFakeLocked"] = FakeBitableApp(
+            "bascnFakeLocked",
+            "Payroll",
+            {"tblFakePay": FakeBitableTable("tblFakePay", "Pay", {"Name": "text"})},
+            app_has_access=False,
+        )
+        rows = [
+            ("Migrate the database", "In progress", alice, 8, ["backend"], False),
+            ("New landing page", "Todo", bob, 5, ["frontend"], False),
+            ("Rotate on-call keys", "Done", alice, 2, ["ops", "backend"], True),
+            ("Fix login bug", "Done", bob, 3, ["frontend"], True),
+        ]
+        for i, (name, status, owner, points, tags, done) in enumerate(rows):
+            self.add_record(
+                "bascnFakeProjects",
+                "tblFakeTasks",
+                {
+                    "Name": name,
+                    "Status": status,
+                    "Owner": [{"id": owner.open_id}],
+                    "Points": points,
+                    "Due": (hour + (i + 1) * DAY_S) * 1000,
+                    "Tags": tags,
+                    "Done": done,
+                    "Link": {"link": f"https://example.invalid/{i}", "text": f"ticket {i}"},
+                },
+            )
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def routes(self) -> list[tuple[str, str, Any]]:
+        users = "/open-apis/contact/v3/users"
+        calendars = "/open-apis/calendar/v4/calendars"
+        records = "/open-apis/bitable/v1/apps/{app_token}/tables/{table_id}/records"
+        docs = "/open-apis/docx/v1/documents"
+        return [
+            ("POST", users + "/batch_get_id", self._batch_get_id),
+            ("GET", users + "/batch", self._batch_users),
+            ("GET", users + "/find_by_department", self._find_by_department),
+            ("GET", "/open-apis/im/v1/chats", self._list_chats),
+            ("GET", "/open-apis/im/v1/messages", self._list_messages),
+            ("POST", calendars + "/primary", self._primary_calendar),
+            ("GET", calendars + "/{calendar_id}/events", self._list_events),
+            ("POST", calendars + "/{calendar_id}/events", self._create_event),
+            ("POST", calendars + "/{calendar_id}/events/{event_id}/attendees", self._add_attendees),
+            ("GET", "/open-apis/task/v1/tasks", self._list_tasks_v1),
+            ("GET", "/open-apis/task/v2/tasklists/{tasklist_guid}/tasks", self._tasklist_tasks),
+            ("POST", "/open-apis/task/v2/tasks", self._create_task),
+            ("POST", records + "/search", self._search_records),
+            ("POST", records, self._create_record),
+            ("GET", docs + "/{document_id}/raw_content", self._raw_content),
+            ("POST", docs, self._create_document),
+            ("POST", docs + "/{document_id}/blocks/{block_id}/children", self._create_blocks),
+        ]
