@@ -31,7 +31,7 @@ BUILTIN: Mapping[str, str] = {
     "utilities": "connectors.utilities:Utilities",
     "sql": "connectors.sql:SQL",
     "http": "connectors.http:HTTP",
-    "feishu": "connectors.feishu_workspace:FeishuWorkspace",
+    "feishu": "connectors.feishu:FeishuWorkspace",
     "mcp": "connectors.mcp:MCP",
 }
 # Without a [connectors] table, a connector is on when this setting is present.

@@ -117,11 +117,24 @@ def builtin_tool_names() -> Mapping[str, str]:
 
 
 def _declared_actions(module: str) -> list[str]:
-    """The tool names of the ``@action(...)`` methods defined in ``module``'s source."""
+    """The tool names of the ``@action(...)`` methods defined in ``module``'s source.
+
+    For a package, in every module of it: a connector may be mixed in from several.
+    """
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return []
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    sources = [Path(spec.origin)]
+    if spec.submodule_search_locations:
+        locations = spec.submodule_search_locations
+        sources = sorted(path for place in locations for path in Path(place).rglob("*.py"))
+    names: list[str] = []
+    for source in sources:
+        names += _actions_in(ast.parse(source.read_text(encoding="utf-8")))
+    return names
+
+
+def _actions_in(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

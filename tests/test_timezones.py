@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from bot.config import SettingsError, load_settings
 from bot.timezones import UnknownTimeZone, time_zone
-from connectors.feishu_workspace import FeishuWorkspace
+from connectors.feishu import FeishuWorkspace
 
 ZONES = sorted(available_timezones())
 

@@ -17,6 +17,9 @@ Rendering: the title is the first line, then one line per paragraph; ``text`` as
 ``code_block`` fenced on its own lines; ``hr`` as ``---``; ``img`` / ``media`` as ``[image]`` /
 ``[video]`` markers and reported as attachments; ``md`` kept as markdown, except that
 ``![..](image_key)`` becomes ``[image]`` (an attachment) and ``data:`` URIs become ``[image]``.
+
+``flatten_post_json`` reads ``content`` as the message APIs return it (a JSON string), and
+``at_as_written`` renders ``at`` tags for callers that have no mentions book of their own.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ __all__ = [
     "Atom",
     "FlatContent",
     "Inline",
+    "at_as_written",
     "flatten_card",
     "flatten_post",
+    "flatten_post_json",
     "join_inline",
 ]
 
@@ -132,6 +137,32 @@ def flatten_post(
         lines.append(_paragraph(paragraph, render_at, attachments))
     text = "\n".join(lines).strip()
     return FlatContent(text, tuple(dict.fromkeys(attachments)))
+
+
+def flatten_post_json(
+    raw: Any, render_at: Callable[[Mapping[str, Any]], Inline] | None = None
+) -> FlatContent | None:
+    """Flatten a post's ``content`` as ``im.message.list`` / ``get`` return it: a JSON string
+    (or the object already decoded); None when it is not JSON or holds no post body.
+
+    ``render_at`` defaults to :func:`at_as_written`.
+    """
+    content = _loads(raw) if isinstance(raw, str) else raw
+    return flatten_post(content, render_at or at_as_written)
+
+
+def at_as_written(element: Mapping[str, Any]) -> str:
+    """An ``at`` tag read without the message's mentions: ``@user_name`` when it has one.
+
+    Otherwise its id as is when that is a placeholder (``@_user_1``: the caller may resolve
+    it against the message's ``mentions``, as for text messages), else ``@`` + the id.
+    """
+    name = _s(element.get("user_name")).strip()
+    if name:
+        return "@" + name
+    idents = (_s(element.get(key)) for key in ("user_id", "open_id", "key"))
+    ident = next((i for i in idents if i), "")
+    return ident if not ident or ident.startswith("@") else "@" + ident
 
 
 def _post_body(content: Any) -> Mapping[str, Any] | None:

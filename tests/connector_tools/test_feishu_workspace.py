@@ -22,7 +22,8 @@ from bot.engine import Tool, ToolError
 from bot.engine.tools import ToolArgumentsError
 from bot.feishu import FeishuClient, FeishuError
 from connectors.base import ConnectorContext
-from connectors.feishu_workspace import FeishuWorkspace, FeishuWorkspaceSettings
+from connectors.feishu import FeishuWorkspace, FeishuWorkspaceSettings
+from connectors.mcp_names import builtin_tool_names
 
 from fakes.feishu_server import BOT_CALENDAR_ID, FakeFeishu
 
@@ -108,6 +109,8 @@ def test_exactly_the_tools_with_their_side_effects(tools: dict[str, Tool]) -> No
     assert set(tools) == READS | WRITES
     assert {name for name, tool in tools.items() if tool.side_effect == "read"} == READS
     assert {name for name, tool in tools.items() if tool.side_effect == "write"} == WRITES
+    # Read from the package's source, so that no MCP tool may take one of these names.
+    assert {n for n, c in builtin_tool_names().items() if c == "feishu"} == READS | WRITES
 
 
 def test_schemas_say_what_the_model_must_pass(tools: dict[str, Tool]) -> None:
@@ -205,7 +208,11 @@ async def test_chat_history_newest_first_with_names_and_content(fake, tools) -> 
     assert lines[0].startswith("Last 4 messages in chat oc_fake_eng (newest first")
     assert lines[1].endswith("Bob Li (ou_fake_bob): @Alice Wang can you review the migration?")
     assert lines[2].endswith("Alice Wang (ou_fake_alice): [image]")
-    assert "Release notes: v2.3 ships on Friday, @Alice Wang / changelog" in lines[3]
+    # Posts read through bot.feishu.post, one line: the title, then each paragraph.
+    post = (
+        "Release notes / v2.3 ships on Friday, @Alice Wang / changelog (https://example.invalid/cl)"
+    )
+    assert lines[3].endswith(f"Bob Li (ou_fake_bob): {post}")
     assert lines[4].endswith("Standup moved to 10:30 tomorrow")
     query = last(fake, "GET", "/open-apis/im/v1/messages").query
     assert query["container_id_type"] == "chat"
@@ -273,6 +280,33 @@ async def test_send_markdown_to_a_person(fake, tools) -> None:
     sent = fake.sent[-1]
     assert sent.msg_type == "post"
     assert sent.content == {"zh_cn": {"title": "", "content": [[{"tag": "md", "text": "**Hi**"}]]}}
+
+
+async def test_posts_in_history_read_as_the_bot_reads_posts(fake, tools) -> None:
+    await run(
+        tools, "feishu_send_message", receive_id="oc_fake_eng", text="**Done**", format="markdown"
+    )
+    # An `at` tag with only its placeholder takes its name from the message's mentions.
+    at_post = [
+        [{"tag": "at", "user_id": "@_user_1", "user_name": ""}, {"tag": "text", "text": " see "}],
+        [{"tag": "img", "image_key": "img_v3_x"}, {"tag": "code_block", "text": "make\n"}],
+    ]
+    message = fake.add_message(
+        "om_post_at",
+        chat_id="oc_fake_eng",
+        chat_type="group",
+        msg_type="post",
+        content={"title": "", "content": at_post},
+        sender_open_id="ou_fake_bob",
+    )
+    message.mentions = [
+        {"key": "@_user_1", "id": "ou_fake_alice", "id_type": "open_id", "name": "Alice Wang"}
+    ]
+
+    history = await run(tools, "feishu_get_chat_history", chat_id="oc_fake_eng", limit=2)
+
+    assert f"app {fake.app_id}: **Done**" in history
+    assert "Bob Li (ou_fake_bob): @Alice Wang see / [image] / ``` / make / ```" in history
 
 
 async def test_send_message_to_bad_recipients(fake, tools) -> None:
@@ -732,12 +766,12 @@ async def test_check_reports_ready_or_the_missing_scope(fake, client) -> None:
 
 def test_results_are_compact_text_not_json() -> None:
     # A rendering detail the model relies on: cells and messages are one line each.
-    from connectors.feishu_workspace import _cell, _message_text
+    from connectors.feishu.bitable import cell_text
+    from connectors.feishu.messages import message_text
 
-    assert (
-        _cell([{"type": "text", "text": "a"}, {"type": "mention", "text": "@b"}], SHANGHAI) == "a@b"
-    )
-    assert _cell({"type": 1, "value": [{"type": "text", "text": "x"}]}, SHANGHAI) == "x"
-    assert _message_text("file", json.dumps({"file_name": "q3.pdf"})) == "[file q3.pdf]"
+    rich = [{"type": "text", "text": "a"}, {"type": "mention", "text": "@b"}]
+    assert cell_text(rich, SHANGHAI) == "a@b"
+    assert cell_text({"type": 1, "value": [{"type": "text", "text": "x"}]}, SHANGHAI) == "x"
+    assert message_text("file", json.dumps({"file_name": "q3.pdf"})) == "[file q3.pdf]"
     card = {"header": {"title": {"content": "Build failed"}}, "elements": []}
-    assert _message_text("interactive", json.dumps(card)) == "[card] Build failed"
+    assert message_text("interactive", json.dumps(card)) == "[card] Build failed"

@@ -1,0 +1,86 @@
+"""What every workspace tool family shares: the client call and the shape of results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, tzinfo
+from typing import Any
+from uuid import UUID, uuid5
+
+import lark_oapi as lark
+
+from bot.feishu.client import FeishuClient
+from bot.feishu.errors import FeishuError
+from bot.timezones import time_zone
+from connectors.base import Connector, ConnectorContext, ToolError
+
+from .errors import tool_error
+from .settings import FeishuWorkspaceSettings
+from .times import parse_time
+
+_IDS = UUID("5f0c7d52-7a51-4d0c-9d0e-6c1f7a3f2b10")  # namespace of our idempotency keys
+
+
+class WorkspaceTools(Connector):
+    """The base of each tool family; :class:`FeishuWorkspace` mixes the families together."""
+
+    def __init__(self, settings: FeishuWorkspaceSettings, context: ConnectorContext) -> None:
+        super().__init__(settings, context)
+        self.settings: FeishuWorkspaceSettings = settings
+        self._tz: tzinfo = time_zone(settings.timezone)
+
+    def _client(self) -> FeishuClient:
+        client = self.context.feishu
+        if client is None:
+            raise ToolError("the Feishu workspace tools are not configured (no Feishu client)")
+        return client
+
+    async def _data(self, endpoint: str, request: lark.BaseRequest, doing: str) -> dict[str, Any]:
+        """The ``data`` of one call; any Feishu failure as a ToolError saying what to do."""
+        # The bot's own client: the app's tenant token, counted, retried once on a token
+        # error. The app acts as itself, never as the person asking.
+        try:
+            body = await self._client().call(endpoint, request)
+        except FeishuError as exc:
+            raise tool_error(exc, doing) from exc
+        data = body.get("data")
+        return data if isinstance(data, dict) else {}
+
+    def _when(self, value: str, name: str) -> datetime:
+        return parse_time(value, name, self._tz)
+
+    def _epoch(self, value: str, name: str) -> int:
+        return int(self._when(value, name).timestamp())
+
+
+def items_of(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    items = data.get("items")
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def object_of(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a JSON object, else {} (Feishu omits empty ones)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def more_hint(data: Mapping[str, Any]) -> list[str]:
+    token = data.get("page_token")
+    if data.get("has_more") and token:
+        return [f"[More: call again with page_token={token}]"]
+    return []
+
+
+def stable_id(*parts: Any) -> str:
+    """A UUID derived from ``parts``: the same request twice gets the same key."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return str(uuid5(_IDS, text))
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = ["WorkspaceTools", "clip", "items_of", "more_hint", "object_of", "stable_id"]

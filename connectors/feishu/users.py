@@ -1,0 +1,182 @@
+"""Finding people: exact lookups by email or mobile, and name search within one department."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from lark_oapi.api.contact.v3 import (
+    BatchGetIdUserRequest,
+    BatchGetIdUserRequestBody,
+    BatchUserRequest,
+    FindByDepartmentUserRequest,
+)
+from pydantic import Field
+
+from connectors.base import ToolError, action
+
+from .common import WorkspaceTools, items_of
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_MOBILE = re.compile(r"^\+?[\d\s-]{6,20}$")
+
+
+class UserTools(WorkspaceTools):
+    # Feishu's search by name (search/v1/user) accepts only a *user* token, so with the
+    # tenant token emails and mobiles go through batch_get_id, and a name is matched
+    # against the direct members of one department, within the app's contact range.
+
+    @action(side_effect="read")
+    async def feishu_search_users(
+        self,
+        query: Annotated[str, Field(min_length=1, max_length=500)],
+        limit: Annotated[int, Field(ge=1, le=50)] = 10,
+    ) -> str:
+        """Find people in the Feishu tenant by email, mobile number or name.
+        Emails and mobile numbers (several may be given, comma-separated) match exactly.
+        A name matches part of a person's name, English name or email, among the members
+        of the app's configured department that the app may see.
+
+        Args:
+            query: An email, a mobile number (+8613800000000), several comma-separated, or a name.
+            limit: The most people to return.
+        """
+        parts = [part.strip() for part in re.split(r"[,;]", query) if part.strip()]
+        exact = bool(parts) and all(_EMAIL.match(p) or _MOBILE.match(p) for p in parts)
+        if exact:
+            return await self._users_by_contact(parts, limit)
+        return await self._users_by_name(query.strip(), limit)
+
+    async def _users_by_contact(self, parts: list[str], limit: int) -> str:
+        found, missing = await self._ids_by_contact(parts)
+        lines: list[str] = []
+        if found:
+            ids = list(found)[:limit]
+            try:
+                users = await self._users(ids)
+            except ToolError as exc:
+                users, lines = [], [f"(Names unavailable: {exc})"]
+            by_id = {self._user_id(u): u for u in users}
+            lines.insert(0, f"Found {len(ids)} user(s):")
+            for user_id in ids:
+                user = by_id.get(user_id)
+                line = self._render_user(user) if user else f"- {self._id_label(user_id)}"
+                lines.append(f"{line} · matched {found[user_id]}")
+        if missing:
+            lines.append("No Feishu user (or none the app may see) for: " + ", ".join(missing))
+        return "\n".join(lines)
+
+    async def _ids_by_contact(self, parts: list[str]) -> tuple[dict[str, str], list[str]]:
+        """user id -> the email or mobile it matched, and the ones nobody matched."""
+        emails = [p for p in parts if "@" in p][:50]
+        mobiles = [p for p in parts if "@" not in p][:50]
+        body = BatchGetIdUserRequestBody.builder().include_resigned(False)
+        if emails:
+            body.emails(emails)
+        if mobiles:
+            body.mobiles(mobiles)
+        request = (
+            BatchGetIdUserRequest.builder()
+            .user_id_type(self.settings.user_id_type)
+            .request_body(body.build())
+            .build()
+        )
+        data = await self._data("contact.user.batch_get_id", request, "Looking up users")
+        found: dict[str, str] = {}
+        missing = []
+        for entry in data.get("user_list") or []:
+            given = str(entry.get("email") or entry.get("mobile") or "")
+            if entry.get("user_id"):
+                found.setdefault(str(entry["user_id"]), given)
+            else:
+                missing.append(given)
+        return found, missing
+
+    async def _users_by_name(self, name: str, limit: int) -> str:
+        needle = name.casefold()
+        department = self.settings.user_search_department_id
+        matches: list[dict[str, Any]] = []
+        scanned, page_token = 0, ""
+        for _ in range(self.settings.user_search_max_pages):
+            request = (
+                FindByDepartmentUserRequest.builder()
+                .department_id(department)
+                .user_id_type(self.settings.user_id_type)
+                .page_size(50)
+            )
+            if page_token:
+                request.page_token(page_token)
+            data = await self._data(
+                "contact.user.find_by_department", request.build(), "Searching users"
+            )
+            members = items_of(data)
+            scanned += len(members)
+            matches += [u for u in members if _name_matches(u, needle)]
+            page_token = str(data.get("page_token") or "")
+            if len(matches) >= limit or not data.get("has_more") or not page_token:
+                break
+        if not matches:
+            return (
+                f'No user matching "{name}" among the {scanned} members of department '
+                f"{department} the app can see. Name search covers only that department's "
+                "direct members; an email or mobile number finds anyone in the app's range."
+            )
+        lines = [f'Users matching "{name}" ({min(limit, len(matches))} shown):']
+        lines += [self._render_user(user) for user in matches[:limit]]
+        return "\n".join(lines)
+
+    async def _users(self, ids: list[str]) -> list[dict[str, Any]]:
+        request = (
+            BatchUserRequest.builder()
+            .user_ids(ids[:50])
+            .user_id_type(self.settings.user_id_type)
+            .build()
+        )
+        return items_of(await self._data("contact.user.batch", request, "Reading user profiles"))
+
+    async def _sender_names(self, messages: list[dict[str, Any]]) -> dict[str, str]:
+        """open_id -> name for the people among ``messages``' senders (best effort)."""
+        if not self.settings.resolve_sender_names or self.settings.user_id_type != "open_id":
+            return {}
+        ids = sorted(
+            {
+                str((m.get("sender") or {}).get("id"))
+                for m in messages
+                if (m.get("sender") or {}).get("sender_type") == "user"
+            }
+        )
+        if not ids:
+            return {}
+        try:
+            users = await self._users(ids)
+        except ToolError:
+            return {}  # names are a nicety: the ids still say who wrote what
+        return {str(u.get("open_id")): str(u.get("name") or "") for u in users}
+
+    def _user_id(self, user: Mapping[str, Any]) -> str:
+        return str(user.get(self.settings.user_id_type) or "")
+
+    def _id_label(self, user_id: str) -> str:
+        return f"{self.settings.user_id_type} {user_id}"
+
+    def _render_user(self, user: Mapping[str, Any]) -> str:
+        name = str(user.get("name") or "(no name)")
+        bits = [name]
+        if user.get("en_name") and user["en_name"] != name:
+            bits[0] += f" ({user['en_name']})"
+        bits.append(self._id_label(self._user_id(user)))
+        for key in ("email", "job_title"):
+            if user.get(key):
+                bits.append(str(user[key]))
+        if (user.get("status") or {}).get("is_resigned"):
+            bits.append("resigned")
+        return "- " + " · ".join(bits)
+
+
+def _name_matches(user: Mapping[str, Any], needle: str) -> bool:
+    fields = ("name", "en_name", "nickname", "email")
+    return any(needle in str(user.get(key) or "").casefold() for key in fields)
+
+
+__all__ = ["UserTools"]
