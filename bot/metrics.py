@@ -131,6 +131,9 @@ class Metrics:
             registry=registry,
         )
         self._connection_states: set[str] = set()
+        # labels() hashes and validates its values on every call; a message counts ~10
+        # series, so the children are looked up once each (the label sets are bounded).
+        self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
         # Known label values start at 0, so a rate() has a series from the first scrape.
         for kind in EVENT_KINDS:
             self.events_received.labels(kind)
@@ -146,35 +149,41 @@ class Metrics:
 
     # -- what happened ------------------------------------------------------------------
 
+    def _inc(self, metric: Counter, *labels: str, amount: float = 1) -> None:
+        child = self._children.get((metric, labels))
+        if child is None:
+            child = self._children[(metric, labels)] = metric.labels(*labels)
+        child.inc(amount)
+
     def event_received(self, kind: str) -> None:
-        self.events_received.labels(kind if kind in EVENT_KINDS else "other").inc()
+        self._inc(self.events_received, kind if kind in EVENT_KINDS else "other")
 
     def duplicate_event(self) -> None:
         self.duplicate_events.inc()
 
     def run_finished(self, status: str, seconds: float) -> None:
-        self.runs.labels(status).inc()
+        self._inc(self.runs, status)
         self.run_duration.observe(max(0.0, seconds))
 
     def llm_call(self, kind: str) -> None:
-        self.llm_calls.labels(kind).inc()
+        self._inc(self.llm_calls, kind)
 
     def llm_error(self, kind: str) -> None:
-        self.llm_errors.labels(kind).inc()
+        self._inc(self.llm_errors, kind)
 
     def llm_usage(self, usage: Usage) -> None:
         if usage.prompt_tokens:
-            self.llm_tokens.labels("prompt").inc(usage.prompt_tokens)
+            self._inc(self.llm_tokens, "prompt", amount=usage.prompt_tokens)
         if usage.completion_tokens:
-            self.llm_tokens.labels("completion").inc(usage.completion_tokens)
+            self._inc(self.llm_tokens, "completion", amount=usage.completion_tokens)
 
     def feishu_call(self, endpoint: str, code: str) -> None:
         """``FeishuClient``'s ``on_call``: one HTTP attempt and how it ended."""
-        self.feishu_calls.labels(endpoint, code).inc()
+        self._inc(self.feishu_calls, endpoint, code)
 
     def approval_outcome(self, outcome: str) -> None:
         """``ApprovalStore``'s ``on_outcome``: an approval ended (one count per approval)."""
-        self.approvals.labels(outcome).inc()
+        self._inc(self.approvals, outcome)
 
     def set_read_only(self, on: bool) -> None:
         self.read_only.set(1 if on else 0)

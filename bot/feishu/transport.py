@@ -40,6 +40,8 @@ class PooledTransport:
                 timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
                 skip_auto_headers=("User-Agent",),
+                # The OpenAPI sets no cookies: don't store or filter any on every call.
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 
