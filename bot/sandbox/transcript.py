@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.feishu.post import flatten_post_json
+
 from .emulator import FakeFeishu, FakeMessage
 from .people import BOT_NAME, PEOPLE
 
@@ -50,25 +52,9 @@ def _message(emulator: FakeFeishu, message: FakeMessage) -> dict[str, Any]:
 
 
 def post_text(content: dict[str, Any]) -> str:
-    """The text of a ``post`` message (any locale wrapper, paragraphs of text/a/at tags)."""
-    body = content
-    if "content" not in body:
-        body = next((v for v in content.values() if isinstance(v, dict)), {})
-    lines = [str(body["title"])] if body.get("title") else []
-    for paragraph in body.get("content") or []:
-        parts = []
-        for node in paragraph if isinstance(paragraph, list) else []:
-            if not isinstance(node, dict):
-                continue
-            tag = node.get("tag")
-            if tag == "at":
-                parts.append(f"@{node.get('user_name') or node.get('user_id', '')}")
-            elif tag == "img":
-                parts.append("[image]")
-            else:
-                parts.append(str(node.get("text", "")))
-        lines.append("".join(parts))
-    return "\n".join(lines)
+    """The text of a ``post`` message, read as the bot reads it (``bot.feishu.post``)."""
+    flat = flatten_post_json(content)
+    return flat.text if flat is not None else ""
 
 
 def _mentions_named(text: str, mentions: list[dict[str, Any]]) -> str:
