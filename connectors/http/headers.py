@@ -1,16 +1,5 @@
-"""The request headers the model may set on the HTTP connector's calls.
-
-A header can change what a request does far more than its URL suggests:
-``X-HTTP-Method-Override: DELETE`` turns the read tool's GET into a delete on many
-frameworks, ``Host`` / ``X-Forwarded-*`` fool virtual hosts and IP allowlists,
-``Authorization`` / ``Cookie`` act as someone, and the framing headers
-(``Content-Length``, ``Transfer-Encoding``, ``Connection``) smuggle requests. So the
-model may set only the headers an allowlist names (by default content negotiation
-and conditional or partial requests), and any other header is refused with the list,
-never silently dropped: the model then knows what was (not) sent.
-
-Some headers may never be set by the model, whatever the allowlist says; configured
-headers (the connector's own credentials) may not be overridden either.
+"""The request headers the HTTP connector sends: what the model may set, and the
+operator's own (credentials) with the hosts they go to.
 """
 
 from __future__ import annotations
@@ -18,7 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+import httpx
+
 from bot.engine import ToolError
+
+from .policy import HostRule, host_and_port
 
 # What the read tool (and the write tool) accept by default.
 DEFAULT_REQUEST_HEADERS = (
@@ -111,7 +104,16 @@ def never_settable(name: str) -> bool:
 
 
 class HeaderPolicy:
-    """The headers one tool lets the model set, and the check of what it asked for."""
+    """The headers one tool lets the model set, and the check of what it asked for.
+
+    A header can change what a request does far more than its URL suggests:
+    ``X-HTTP-Method-Override: DELETE`` turns the read tool's GET into a delete on many
+    frameworks, ``Host`` / ``X-Forwarded-*`` fool virtual hosts and IP allowlists,
+    ``Authorization`` / ``Cookie`` act as someone, and the framing headers smuggle
+    requests. So only the headers an allowlist names pass, never one of ``_NEVER`` nor a
+    configured one, and any other is refused with the list, never silently dropped: the
+    model then knows what was (not) sent.
+    """
 
     def __init__(self, allowed: Iterable[str], configured: Iterable[str] = ()) -> None:
         self._configured = {name.lower() for name in configured}
@@ -164,11 +166,49 @@ class HeaderPolicy:
         return checked
 
 
+class OperatorHeaders:
+    """The configured headers (credentials) and the hosts each goes to, on every hop.
+
+    ``everywhere`` goes to every allowed host, but follows a redirect only to the same
+    origin (as httpx does with Authorization); ``per_host`` headers go only to the hosts
+    their rule matches, so a key never follows a redirect to another host.
+    """
+
+    def __init__(
+        self,
+        everywhere: Mapping[str, str],
+        per_host: Iterable[tuple[HostRule, Mapping[str, str]]],
+    ) -> None:
+        self.everywhere = dict(everywhere)
+        # Wildcard entries first, so an exact entry's value wins where both match.
+        self.per_host = sorted(
+            ((rule, dict(headers)) for rule, headers in per_host), key=lambda pair: pair[0].exact
+        )
+        self.names = [*self.everywhere, *(name for _, h in self.per_host for name in h)]
+        self.values = [
+            *self.everywhere.values(),
+            *(v for _, h in self.per_host for v in h.values()),
+        ]
+        self._lowered = {name.lower() for name in self.names}
+
+    def apply(self, request: httpx.Request, same_origin: bool) -> None:
+        """Give ``request`` exactly the configured headers its host gets."""
+        for name in self._lowered:
+            request.headers.pop(name, None)
+        if same_origin:
+            request.headers.update(self.everywhere)
+        host, port = host_and_port(request.url)
+        for rule, headers in self.per_host:
+            if rule.matches(host, port):
+                request.headers.update(headers)
+
+
 __all__ = [
     "DEFAULT_REQUEST_HEADERS",
     "MAX_HEADERS",
     "WRITE_REQUEST_HEADERS",
     "HeaderPolicy",
+    "OperatorHeaders",
     "check_name",
     "check_value",
     "is_framing",
