@@ -26,7 +26,7 @@ from .llm import (
     LLMTransientError,
     StreamDelta,
 )
-from .messages import Message, ToolCall, Usage
+from .messages import ImagePart, Message, ToolCall, Usage
 from .model_registry import ModelRegistry
 from .result import AgentResult, Step
 from .structured import StructuredCallResult, StructuredOutputError, structured_llm_call
@@ -45,6 +45,7 @@ __all__ = [
     "DoneEvent",
     "Hook",
     "HookResult",
+    "ImagePart",
     "InterruptQueue",
     "LLMContextOverflow",
     "LLMError",

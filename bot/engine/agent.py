@@ -23,7 +23,7 @@ from .hooks import Hook, HookChain, RunContext
 from .interrupts import InterruptLimits, InterruptQueue, cap_text
 from .llm import LLM
 from .loop import RunLoop
-from .messages import Message, MessageLike, as_messages
+from .messages import ImagePart, Message, MessageLike, as_messages
 from .prompts import JSON_SYSTEM_PROMPT, NATIVE_SYSTEM_PROMPT
 from .result import AgentResult, LoopMode
 from .selection import select_tools
@@ -113,6 +113,7 @@ class ReActAgent:
         query: str,
         *,
         history: Sequence[MessageLike] | None = None,
+        images: Sequence[ImagePart] = (),
         interrupt_queue: InterruptQueue | None = None,
         on_event: EventCallback | None = None,
         deps: Any = None,
@@ -121,11 +122,15 @@ class ReActAgent:
         """Answer ``query`` with tools; never raises for model, tool or hook failures.
 
         ``history`` takes Messages or OpenAI-style ``{"role", "content"}`` dicts (anything
-        else is a TypeError before the run starts). ``interrupt_queue.stop()`` ends the run
-        with status ``cancelled``. Cancelling the task that awaits ``run`` from outside
-        propagates as usual.
+        else is a TypeError before the run starts); a history message of kind
+        ``"attachment"`` (a document's text) keeps its kind. ``images`` go with the
+        question as ``image_url`` parts, to the loop and to synthesis.
+        ``interrupt_queue.stop()`` ends the run with status ``cancelled``. Cancelling the
+        task that awaits ``run`` from outside propagates as usual.
         """
         history = as_messages(history) if history is not None else None
+        if not all(isinstance(image, ImagePart) for image in images):
+            raise TypeError("images must be ImagePart values")
         started = time.perf_counter()
         # The question is pinned (it survives compaction): bounded here, where it is made.
         query = self._pinned(query)
@@ -136,7 +141,7 @@ class ReActAgent:
             interrupt_queue.bind(task, self.interrupt_limits)
         loop = self._new_loop(query, run, sink, interrupt_queue)
         try:
-            await self._prepare(loop, query, history, run, sink)
+            await self._prepare(loop, query, tuple(images), history, run, sink)
             await loop.run()
         except asyncio.CancelledError:
             stop_reason = interrupt_queue.stop_reason if interrupt_queue is not None else None
@@ -152,7 +157,9 @@ class ReActAgent:
                 interrupt_queue.unbind(task)
             loop.executor.deadlines.close()
         if not loop.transcript:  # ended during tool selection: still record the question
-            loop.transcript.append(Message.user(query, pinned=True, kind="query"))
+            loop.transcript.append(
+                Message.user(query, pinned=True, kind="query", images=tuple(images))
+            )
         result = self._result(loop, run, time.perf_counter() - started)
         sink.emit(
             DoneEvent(
@@ -200,6 +207,7 @@ class ReActAgent:
         self,
         loop: RunLoop,
         query: str,
+        images: tuple[ImagePart, ...],
         history: Sequence[Message] | None,
         run: RunContext,
         sink: EventSink,
@@ -217,7 +225,7 @@ class ReActAgent:
         loop.add(Message.system(self._system_prompt(loop.tools)))
         for message in history or ():
             loop.add(_as_history(message))
-        loop.add(Message.user(query, pinned=True, kind="query"))
+        loop.add(Message.user(query, pinned=True, kind="query", images=images))
 
     def _new_loop(
         self,
@@ -270,6 +278,6 @@ class ReActAgent:
 
 
 def _as_history(message: Message) -> Message:
-    if message.kind == "history" or message.role == "system":
+    if message.kind in ("history", "attachment") or message.role == "system":
         return message
     return replace(message, kind="history")

@@ -64,8 +64,14 @@ def estimate_tokens(text: str) -> int:
 _NOTE_TOKENS = estimate_tokens(TRUNCATION_NOTE) + 1
 
 
+# What an image costs in the prompt: OpenAI's count for a ~1,000 px image at "high" detail
+# (85 + 170 per 512 px tile); other providers are in the same range.
+IMAGE_TOKENS = 765
+
+
 def message_tokens(message: Message) -> int:
     tokens = MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.content)
+    tokens += IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
         tokens += estimate_tokens(call.name) + estimate_tokens(
             call.raw_arguments or json.dumps(dict(call.arguments), ensure_ascii=False)

@@ -28,7 +28,28 @@ MessageKind = Literal[
     "checklist",
     "interrupt",
     "summary",
+    # A document the user sent, as text (a file's contents): kept whole for the loop and
+    # for synthesis, unlike history, which synthesis cuts short.
+    "attachment",
 ]
+
+ImageDetail = Literal["auto", "low", "high"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image in a user message, as the model reads it: a ``data:`` URL (or https URL).
+
+    ``label`` names it for text fallbacks (e.g. "screenshot.png" or "image 1").
+    """
+
+    url: str
+    detail: ImageDetail = "auto"
+    label: str = ""
+
+    def __repr__(self) -> str:  # a data URL is megabytes of base64: keep logs readable
+        head = self.url[:40] + ("..." if len(self.url) > 40 else "")
+        return f"ImagePart({head!r}, detail={self.detail!r}, label={self.label!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +81,8 @@ class Message:
     # Pinned messages survive compaction verbatim (the question, user interrupts).
     pinned: bool = False
     kind: MessageKind | None = None
+    # Images sent with a user message: OpenAI ``image_url`` parts beside the text.
+    images: tuple[ImagePart, ...] = ()
 
     @classmethod
     def system(cls, content: str) -> Message:
@@ -67,9 +90,14 @@ class Message:
 
     @classmethod
     def user(
-        cls, content: str, *, pinned: bool = False, kind: MessageKind | None = None
+        cls,
+        content: str,
+        *,
+        pinned: bool = False,
+        kind: MessageKind | None = None,
+        images: tuple[ImagePart, ...] = (),
     ) -> Message:
-        return cls("user", content, pinned=pinned, kind=kind)
+        return cls("user", content, pinned=pinned, kind=kind, images=images)
 
     @classmethod
     def assistant(
@@ -141,9 +169,11 @@ def as_message(item: object) -> Message:
     calls = item.get("tool_calls") or ()
     if not isinstance(calls, list | tuple):
         raise TypeError(f"a message's tool_calls must be a list, not {type(calls).__name__}")
+    content = item.get("content")
     return Message(
         role,
-        _text_of(item.get("content")),
+        _text_of(content),
+        images=_images_of(content) if role == "user" else (),
         tool_calls=tuple(_tool_call_from_mapping(call) for call in calls),
         tool_call_id=_optional_text(item, "tool_call_id"),
         name=_optional_text(item, "name"),
@@ -178,10 +208,37 @@ def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # OpenAI content parts: the text ones
-        texts = [part.get("text", "") for part in content if isinstance(part, Mapping)]
+        parts = [part for part in content if isinstance(part, Mapping)]
+        if len(parts) != len(content):
+            raise TypeError("a message's content parts must be mappings like {'type': 'text'}")
+        texts = [part.get("text", "") for part in parts if part.get("type", "text") == "text"]
         if all(isinstance(text, str) for text in texts):
             return "".join(texts)
     raise TypeError(f"a message's content must be text, not {type(content).__name__}")
+
+
+def _images_of(content: object) -> tuple[ImagePart, ...]:
+    """The ``image_url`` parts of OpenAI content parts (already checked by ``_text_of``)."""
+    if not isinstance(content, list):
+        return ()
+    images = []
+    for part in content:
+        if part.get("type") != "image_url":
+            continue
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        if not isinstance(url, str) or not url:
+            raise TypeError("an image_url part must look like {'image_url': {'url': '...'}}")
+        detail = image.get("detail", "auto") if isinstance(image, Mapping) else "auto"
+        images.append(ImagePart(url, _detail(detail)))
+    return tuple(images)
+
+
+def _detail(value: object) -> ImageDetail:
+    for detail in get_args(ImageDetail):
+        if value == detail:
+            return detail  # type: ignore[no-any-return]  # one of the Literal's values
+    raise ValueError(f"an image's detail must be auto, low or high; got {value!r}")
 
 
 def _optional_text(item: Mapping[str, Any], key: str) -> str | None:

@@ -277,6 +277,8 @@ def _message_to_wire(message: Message) -> dict[str, Any]:
     # ``pinned`` and ``kind`` are ours, and ``reasoning_content`` is never sent back:
     # DeepSeek rejects requests that echo it.
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:
+        wire["content"] = _content_parts(message)
     if message.tool_calls:
         wire["tool_calls"] = [_tool_call_to_wire(call) for call in message.tool_calls]
         # Mirror what the API itself returns for a tool-call turn without text.
@@ -286,6 +288,16 @@ def _message_to_wire(message: Message) -> dict[str, Any]:
     elif message.name:
         wire["name"] = message.name
     return wire
+
+
+def _content_parts(message: Message) -> list[dict[str, Any]]:
+    """Text first, then the images: what vision endpoints document for a user turn."""
+    parts: list[dict[str, Any]] = []
+    if message.content:
+        parts.append({"type": "text", "text": message.content})
+    for image in message.images:
+        parts.append({"type": "image_url", "image_url": {"url": image.url, "detail": image.detail}})
+    return parts
 
 
 def _tool_call_to_wire(call: ToolCall) -> dict[str, Any]:

@@ -27,7 +27,17 @@ logger = logging.getLogger(__name__)
 MAX_CONTINUATIONS = 2
 HISTORY_MESSAGES = 10
 HISTORY_CHARS = 1000
-_SKIPPED_KINDS = {"system", "query", "reformat", "reflection", "cycle_warning", "checklist"}
+# A document the user sent is what the answer is about: far more of it than of history.
+ATTACHMENT_CHARS = 12_000
+_SKIPPED_KINDS = {
+    "system",
+    "query",
+    "reformat",
+    "reflection",
+    "cycle_warning",
+    "checklist",
+    "attachment",
+}
 
 
 async def synthesize(
@@ -86,8 +96,12 @@ async def _whole(
 
 def synthesis_messages(query: str, result: AgentResult) -> list[Message]:
     history = [m for m in result.messages if m.kind == "history" and m.content]
+    attachments = [m.content for m in result.messages if m.kind == "attachment" and m.content]
     trace = _trace_lines(result.messages)
     parts = [f"Question: {query}"]
+    if attachments:
+        texts = [_cut(text, ATTACHMENT_CHARS) for text in attachments]
+        parts.append("Documents the user sent:\n" + "\n\n".join(texts))
     if history:
         lines = [f"{m.role}: {_cut(m.content, HISTORY_CHARS)}" for m in history[-HISTORY_MESSAGES:]]
         parts.append("Earlier conversation:\n" + "\n".join(lines))
@@ -96,7 +110,12 @@ def synthesis_messages(query: str, result: AgentResult) -> list[Message]:
         parts.append(
             f"Note: the work ended early ({result.status}: {result.error or 'no detail'})."
         )
-    return [Message.system(SYNTHESIS_SYSTEM_PROMPT), Message.user("\n\n".join(parts))]
+    # The images the question came with: the answer is written looking at them too.
+    images = next((m.images for m in result.messages if m.kind == "query"), ())
+    return [
+        Message.system(SYNTHESIS_SYSTEM_PROMPT),
+        Message.user("\n\n".join(parts), images=images),
+    ]
 
 
 def _trace_lines(messages: list[Message]) -> list[str]:
