@@ -79,6 +79,18 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("")
     llm_model: str = ""
     llm_context_budget: int = Field(default=96_000, ge=1_000)
+    # Whether the main model takes images; without, LLM_VISION_MODEL (if set) describes them.
+    llm_vision: bool = True
+    llm_vision_model: str = ""
+    llm_vision_base_url: str = ""  # "" = LLM_BASE_URL
+    llm_vision_api_key: SecretStr = SecretStr("")  # "" = LLM_API_KEY
+    llm_transcription_model: str = ""  # voice messages, through /audio/transcriptions
+
+    # What the bot downloads and hands the model (images, files people send).
+    larkgate_download_max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=100 * 2**20)
+    larkgate_image_max_side: int = Field(default=1568, ge=64, le=8192)
+    larkgate_image_max_bytes: int = Field(default=4 * 1024 * 1024, ge=16 * 1024)
+    larkgate_file_text_chars: int = Field(default=20_000, ge=500)
 
     database_url: str = "sqlite+aiosqlite:///./larkgate.db"
 
@@ -149,7 +161,7 @@ class Settings(BaseSettings):
     def _known_zone(cls, value: str) -> str:
         return check_time_zone(value)
 
-    @field_validator("feishu_domain", "llm_base_url")
+    @field_validator("feishu_domain", "llm_base_url", "llm_vision_base_url")
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         # lark-oapi rejects a domain with a trailing slash; be forgiving here instead.
@@ -198,6 +210,28 @@ class Settings(BaseSettings):
             api_key=self.llm_api_key.get_secret_value() or "not-needed",
             model=self.llm_model,
             context_budget=self.llm_context_budget,
+        )
+
+    def vision_llm(self) -> LLMConfig | None:
+        """The model that describes images for a main model without vision, if any."""
+        if not self.llm_vision_model:
+            return None
+        key = self.llm_vision_api_key.get_secret_value() or self.llm_api_key.get_secret_value()
+        return LLMConfig(
+            base_url=self.llm_vision_base_url or self.llm_base_url,
+            api_key=key or "not-needed",
+            model=self.llm_vision_model,
+            context_budget=self.llm_context_budget,
+        )
+
+    def media(self) -> MediaConfig:
+        return MediaConfig(
+            main_sees_images=self.llm_vision,
+            max_download_bytes=self.larkgate_download_max_bytes,
+            image_max_side=self.larkgate_image_max_side,
+            image_max_bytes=self.larkgate_image_max_bytes,
+            file_text_chars=self.larkgate_file_text_chars,
+            transcription_model=self.llm_transcription_model,
         )
 
     def policy(self) -> ChatPolicy:
@@ -303,6 +337,18 @@ class LLMConfig:
     api_key: str = field(repr=False)
     model: str
     context_budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class MediaConfig:
+    """What the bot reads of the images, files and voice people send."""
+
+    main_sees_images: bool = True
+    max_download_bytes: int = 20 * 1024 * 1024
+    image_max_side: int = 1568
+    image_max_bytes: int = 4 * 1024 * 1024
+    file_text_chars: int = 20_000
+    transcription_model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
