@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,13 +9,12 @@ import pytest
 
 from bot.cli import main
 
+from support.env import clear_settings
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith(("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+    clear_settings(monkeypatch, tmp_path)
 
 
 def test_serve_without_settings_says_what_is_missing(capsys):

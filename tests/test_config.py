@@ -9,6 +9,8 @@ import pytest
 from bot.config import SettingsError, load_settings
 from connectors.hub import enabled, load_connector_class
 
+from support.env import clear_settings
+
 ALL_VARS = [
     "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_VERIFICATION_TOKEN", "FEISHU_ENCRYPT_KEY",
     "FEISHU_DOMAIN", "LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL", "DATABASE_URL",
@@ -20,9 +22,7 @@ ALL_VARS = [
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in ALL_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)  # no stray .env
+    clear_settings(monkeypatch, tmp_path, ALL_VARS)
 
 
 def test_defaults_follow_design():

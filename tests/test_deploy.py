@@ -29,6 +29,8 @@ from bot.config import (
 )
 from connectors.config import ENV_OVERRIDE
 
+from support.servers import serving
+
 yaml = pytest.importorskip("yaml", reason="the deploy checks read YAML: pip install -e '.[deploy]'")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -335,17 +337,11 @@ async def test_the_health_check_passes_on_200_and_fails_on_503_or_no_server():
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with serving(app) as served:
+        port = served.port
         assert await run_healthcheck(port) == 0
         status["code"] = 503
         assert await run_healthcheck(port) != 0
-    finally:
-        await runner.cleanup()
     assert await run_healthcheck(port) != 0  # nothing listens any more
 
 

@@ -14,6 +14,8 @@ import pytest
 from bot.config import Settings
 from connectors.config import ENV_OVERRIDE
 
+from support.env import clear_settings
+
 EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 # "NAME=value", or "# NAME=value" for an optional setting shown commented out.
 ASSIGNMENT = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
@@ -82,9 +84,7 @@ def test_every_setting_has_a_comment():
 
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
-    for name in setting_names():
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)  # no stray .env
+    clear_settings(monkeypatch, tmp_path, setting_names())
 
 
 @pytest.mark.usefixtures("clean_env")

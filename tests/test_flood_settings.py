@@ -6,6 +6,8 @@ import pytest
 
 from bot.config import SettingsError, load_settings
 
+from support.env import clear_settings
+
 FLOOD_VARS = (
     "LARKGATE_INTERRUPTS_PER_RUN",
     "LARKGATE_INTERRUPT_CHARS_PER_RUN",
@@ -17,9 +19,7 @@ FLOOD_VARS = (
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in FLOOD_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)  # no stray .env
+    clear_settings(monkeypatch, tmp_path, FLOOD_VARS)
 
 
 def test_the_defaults():

@@ -339,13 +339,12 @@ async def feishu() -> AsyncIterator[FakeFeishu]:
 
 
 @pytest.fixture
-async def llm_server() -> AsyncIterator[FakeOpenAIServer]:
+def llm_server(fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
     def handler(body: Mapping[str, Any]) -> Reply:
         return Reply(content="the answer", usage={"prompt_tokens": 3})
 
-    async with FakeOpenAIServer() as server:
-        server.handler = handler
-        yield server
+    fake_openai.handler = handler
+    return fake_openai
 
 
 async def test_a_turn_logs_its_ids_and_no_secret(captured, tmp_path, feishu, llm_server):

@@ -2,38 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.engine import LLMResponse, StreamDelta, tool_from_function
+from bot.engine import LLMResponse, StreamDelta
 from bot.engine.llm import LLMTransientError
 from bot.engine.messages import Usage
 from bot.feishu.client import FeishuClient
-from bot.feishu.config import FeishuConfig
 from bot.feishu.errors import FeishuError
 from bot.metrics import MeteredLLM, Metrics
 
-from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
-from fakes.feishu_server import FakeFeishu
+from e2e.harness import Bot, running_bot, settings_for
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.cards import nodes
+from support.deploy import Deployer, deploying
+from support.feishu import feishu_config
 
 ADMIN = "ou_admin"
 
 
 @pytest.fixture
-async def feishu() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as fake:
-        yield fake
-
-
-@pytest.fixture
-async def llm_server() -> AsyncIterator[FakeOpenAIServer]:
-    async with FakeOpenAIServer() as server:
-        server.handler = answering
-        yield server
+def llm_server(fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
+    fake_openai.handler = answering
+    return fake_openai
 
 
 def answering(body: Mapping[str, Any]) -> Reply:
@@ -41,23 +35,6 @@ def answering(body: Mapping[str, Any]) -> Reply:
     if body.get("stream"):
         return Reply(content="Here it is", usage={"prompt_tokens": 9, "completion_tokens": 4})
     return Reply(content="draft", usage={"prompt_tokens": 11, "completion_tokens": 3})
-
-
-def deploying(body: Mapping[str, Any]) -> Reply:
-    """Calls the write tool once, then answers."""
-    if body.get("stream"):
-        return Reply(content="Result: " + body["messages"][-1]["content"])
-    if not any(m["role"] == "tool" for m in body["messages"]):
-        return Reply(tool_calls=[("c1", "deploy", {"service": "api"})])
-    return Reply(content="done")
-
-
-def deploy_tool():
-    async def deploy(service: str) -> str:
-        """Deploy a service to production."""
-        return f"{service} deployed"
-
-    return tool_from_function(deploy, side_effect="write")
 
 
 class Scrape:
@@ -122,9 +99,9 @@ async def test_a_message_and_its_redelivery(tmp_path, feishu, llm_server):
 
 
 async def test_an_approval_click_counts_its_outcome(tmp_path, feishu, llm_server):
-    llm_server.handler = deploying
+    llm_server.handler = deploying(["api"])
     settings = settings_for(tmp_path, feishu, llm_server, larkgate_admins=ADMIN)
-    async with running_bot(settings, feishu, llm_server, tools=[deploy_tool()]) as bot:
+    async with running_bot(settings, feishu, llm_server, tools=[Deployer().tool()]) as bot:
         await bot.say("om_a", "deploy api")
         await bot.wait_for(lambda: bool(approval_buttons(bot, "om_a")))
         card, value = approval_buttons(bot, "om_a")[0]
@@ -143,21 +120,11 @@ async def test_an_approval_click_counts_its_outcome(tmp_path, feishu, llm_server
 def approval_buttons(bot: Bot, message_id: str) -> list[tuple[str, dict[str, Any]]]:
     found = []
     for message in bot.replies_to(message_id):
-        for element in _walk(message.content):
-            value = element.get("value") if isinstance(element, dict) else None
+        for element in nodes(message.content):
+            value = element.get("value")
             if isinstance(value, dict) and value.get("decision") == "approve":
                 found.append((message.message_id, value))
     return found
-
-
-def _walk(node: Any):
-    yield node
-    if isinstance(node, dict):
-        for child in node.values():
-            yield from _walk(child)
-    elif isinstance(node, list):
-        for child in node:
-            yield from _walk(child)
 
 
 async def test_the_read_only_gauge_follows_the_admin_switch(tmp_path, feishu, llm_server):
@@ -174,13 +141,7 @@ async def test_the_read_only_gauge_follows_the_admin_switch(tmp_path, feishu, ll
 
 async def test_feishu_failures_are_counted_by_code(feishu):
     metrics = Metrics()
-    config = FeishuConfig(
-        app_id=feishu.app_id,
-        app_secret=feishu.app_secret,
-        verification_token="",
-        encrypt_key="",
-        domain=feishu.domain,
-    )
+    config = feishu_config(feishu, verification_token="", encrypt_key="")
     async with FeishuClient(config, on_call=metrics.feishu_call) as client:
         await client.bot_info()
         feishu.fail("POST", r"/reply$", 230011)

@@ -12,6 +12,8 @@ from bot.engine import CompactEvent, StepEvent
 from bot.engine.messages import Usage
 from bot.runtime.run_events import RunEventHub, RunPublisher
 
+from support.servers import serving
+
 
 def open_run(hub: RunEventHub, run_id: str = "r1") -> RunPublisher:
     return hub.open(
@@ -126,14 +128,9 @@ async def test_the_stream_sends_heartbeats_while_the_run_is_quiet():
     app = web.Application()
     add_console(app, "secret")
     app[CONSOLE] = Console(hub, runs=None, governance=None, heartbeat_seconds=0.05)  # type: ignore[arg-type]
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
+    async with serving(app) as served:
         async with aiohttp.ClientSession() as session:
-            url = f"http://{host}:{port}/api/runs/r1/events"
+            url = f"{served.url}/api/runs/r1/events"
             async with session.get(url, headers={"Authorization": "Bearer secret"}) as resp:
                 assert await resp.content.readline() == b": heartbeat\n"
                 run.answer("hi")
@@ -141,5 +138,3 @@ async def test_the_stream_sends_heartbeats_while_the_run_is_quiet():
                 body = (await resp.content.read()).decode()
         assert 'event: answer\nid: 1\ndata: {"type":"answer","delta":"hi"}\n\n' in body
         assert body.rstrip().split("\n\n")[-1].startswith("event: done\nid: 2\n")
-    finally:
-        await runner.cleanup()

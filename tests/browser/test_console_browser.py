@@ -3,37 +3,21 @@ answer, approve the pending approval, switch read-only mode."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from bot.engine import tool_from_function
-
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.deploy import Deployer
+from support.waiting import wait_until
 
 TOKEN = "console-browser-token"
 ADMIN = "ou_admin"
 USER = "ou_user"  # the sender of the harness's messages
 ANSWER = "Deployed api to production; the tool said: api deployed."
-
-
-class Deployer:
-    """A write tool (so it waits for an approval) that records each time it really runs."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    def tool(self):
-        async def deploy(service: str) -> str:
-            """Deploy a service to production."""
-            self.runs.append(service)
-            return f"{service} deployed"
-
-        return tool_from_function(deploy, side_effect="write")
 
 
 def deploying(body: dict[str, Any]) -> Reply:
@@ -46,8 +30,7 @@ def deploying(body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture
-async def bot(tmp_path) -> AsyncIterator[tuple[Bot, Deployer]]:
-    deployer = Deployer()
+async def bot(tmp_path, deployer) -> AsyncIterator[tuple[Bot, Deployer]]:
     async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as feishu, FakeOpenAIServer() as llm_server:
         llm_server.handler = deploying
         settings = settings_for(
@@ -59,13 +42,12 @@ async def bot(tmp_path) -> AsyncIterator[tuple[Bot, Deployer]]:
 
 async def pending_approvals(bot: Bot) -> list[dict[str, Any]]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    for _ in range(500):
+
+    async def approvals() -> list[dict[str, Any]]:
         async with bot.session.get(bot.url + "/api/approvals", headers=headers) as resp:
-            approvals = (await resp.json())["approvals"]
-        if approvals:
-            return approvals
-        await asyncio.sleep(0.02)
-    raise AssertionError("no approval was asked for")
+            return (await resp.json())["approvals"]
+
+    return await wait_until(approvals, 15.0, every=0.02, failure="no approval was asked for")
 
 
 async def test_console_sign_in_watch_approve_and_read_only(bot, browser_page, shoot):

@@ -3,75 +3,30 @@ the group refused for the ordinary user and approved by the admin, ``/readonly o
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from bot.config import load_settings
-from bot.engine import tool_from_function
 from bot.sandbox.people import ADMIN, USER
 from bot.sandbox.runner import Sandbox
-from connectors.config import ConnectorsConfig
 
-from fakes.openai_server import FakeOpenAIServer, Reply
+from fakes.openai_server import FakeOpenAIServer
+from support.deploy import Deployer
+from support.env import clear_settings
+from support.sandbox import model, running_sandbox
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        settings = name.startswith(("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL"))
-        if settings and name != "LARKGATE_UPDATE_SCREENSHOTS":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-class Deployer:
-    """A write tool that records each time it really runs."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    def tool(self):
-        async def deploy(service: str) -> str:
-            """Deploy a service to production."""
-            self.runs.append(service)
-            return f"{service} deployed"
-
-        return tool_from_function(deploy, side_effect="write")
-
-
-def model(body: dict[str, Any]) -> Reply:
-    """Deploys when asked to (once), answers everything else; streams its answers slowly."""
-    messages = body["messages"]
-    if body.get("stream"):
-        trace = messages[-1]["content"]
-        outcome = "web deployed" if "web deployed" in trace else "nothing to do"
-        return Reply(content=f"All done here: {outcome}.", chunk_size=3, chunk_interval=0.08)
-    last_user = [m["content"] for m in messages if m["role"] == "user"][-1]
-    ran = any(m["role"] == "tool" for m in messages)
-    if "deploy" in last_user and not ran:
-        return Reply(tool_calls=[("c1", "deploy", {"service": "web"})])
-    return Reply(content="draft")
+    clear_settings(monkeypatch, tmp_path, keep=["LARKGATE_UPDATE_SCREENSHOTS"])
 
 
 @pytest.fixture
-async def sandbox(tmp_path) -> AsyncIterator[tuple[Sandbox, Deployer]]:
-    deployer = Deployer()
+async def sandbox(tmp_path, deployer) -> AsyncIterator[tuple[Sandbox, Deployer]]:
     async with FakeOpenAIServer() as llm_server:
         llm_server.handler = model
-        settings = load_settings(
-            llm_base_url=llm_server.base_url,
-            llm_api_key="sk-sandbox-not-secret",
-            llm_model="fake-model",
-            database_url=f"sqlite+aiosqlite:///{tmp_path}/dev.db",
-            larkgate_claim_lease_seconds=2.0,
-            larkgate_shutdown_grace_seconds=2.0,
-        )
-        tools = [deployer.tool()]
-        connectors = ConnectorsConfig(explicit=True)
-        async with Sandbox(settings, port=0, tools=tools, connectors=connectors) as running:
+        async with running_sandbox(tmp_path, llm_server, deployer) as running:
             yield running, deployer
 
 

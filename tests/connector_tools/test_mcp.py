@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -31,6 +30,9 @@ from connectors.base import ConnectorContext
 from connectors.mcp import MCP, MCPSettings, render_result, tool_parameters
 from connectors.mcp_names import builtin_tool_names, engine_tool_name, plan_names
 
+from support.servers import free_port
+from support.waiting import wait_until
+
 FIXTURE = Path(__file__).with_name("mcp_server_fixture.py")
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -44,12 +46,6 @@ def _load_fixture() -> ModuleType:
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _stdio(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "command": [sys.executable, str(FIXTURE)], **extra}
 
@@ -61,7 +57,7 @@ class HttpServer:
     def __init__(
         self, port: int | None = None, build: Callable[[HttpServer], MCPServer] | None = None
     ) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self._build = build
         self._server: uvicorn.Server | None = None
@@ -85,12 +81,15 @@ class HttpServer:
             lifespan="on",
             timeout_graceful_shutdown=0.2,
         )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
+        self._server = server = uvicorn.Server(config)
+        self._task = task = asyncio.create_task(server.serve())
+
+        def started() -> bool:
+            if task.done():
+                task.result()  # it failed to start: raise why
+            return server.started
+
+        await wait_until(started, 10.0, every=0.01)
 
     async def stop(self) -> None:
         assert self._server is not None and self._task is not None
@@ -260,12 +259,19 @@ async def test_the_engine_runs_mcp_tools(hub: MCP):
 
 
 async def _wait_until_disconnected(connector: MCP, pid: int) -> None:
-    for _ in range(200):
+    detail = ""
+
+    async def disconnected() -> bool:
+        nonlocal detail
         detail = (await connector.check()).detail
-        if "disconnected" in detail:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"server {pid} still looks connected: {detail}")
+        return "disconnected" in detail
+
+    await wait_until(
+        disconnected,
+        5.0,
+        every=0.02,
+        failure=lambda: f"server {pid} still looks connected: {detail}",
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -377,7 +383,7 @@ async def test_startup_failures_do_not_raise():
     settings = MCPSettings.model_validate(
         {
             "servers": [
-                {"name": "nowhere", "url": f"http://127.0.0.1:{_free_port()}/mcp"},
+                {"name": "nowhere", "url": f"http://127.0.0.1:{free_port()}/mcp"},
                 {"name": "gone", "command": "/nonexistent/server --flag"},
                 # Starts, reads its stdin, never answers.
                 {"name": "mute", "command": [sys.executable, "-c", "import sys; sys.stdin.read()"]},

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import sqlite3
 import time
-import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.engine import Tool, ToolError
@@ -30,8 +26,7 @@ from connectors.base import ConnectorContext
 from connectors.sql import SQL, async_url
 from connectors.sql_policy import ReadStatement
 
-POSTGRES_URL_ENV = "LARKGATE_TEST_POSTGRES_URL"
-BACKENDS = ["sqlite", "postgresql"] if os.environ.get(POSTGRES_URL_ENV) else ["sqlite"]
+from support.postgres import BACKENDS, reset_public_schema, scratch_database, url_text
 
 SEED = [
     "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(100) NOT NULL,"
@@ -55,36 +50,11 @@ ORDERS = 300
 # ---------------------------------------------------------------- databases
 
 
-async def _admin(url: URL, statements: list[str]) -> None:
-    connection = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port,
-        database=url.database,
-    )
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
-def _run_in_thread(coroutine: Coroutine[Any, Any, None]) -> None:
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        executor.submit(asyncio.run, coroutine).result()
-
-
 @pytest.fixture(scope="module")
 def postgres_database() -> Iterator[URL]:
     """A database of this module's own; each test resets its public schema."""
-    base = make_url(os.environ[POSTGRES_URL_ENV])
-    url = base.set(database=f"larkgate_sql_{uuid.uuid4().hex[:12]}")
-    _run_in_thread(_admin(base, [f'CREATE DATABASE "{url.database}"']))
-    try:
+    with scratch_database("larkgate_sql_") as url:
         yield url
-    finally:
-        _run_in_thread(_admin(base, [f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)']))
 
 
 async def _seed(url: str, statements: list[str]) -> None:
@@ -137,8 +107,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         url = f"sqlite:///{tmp_path / 'shop.db'}"
     else:
         pg: URL = request.getfixturevalue("postgres_database")
-        await _admin(pg, ["DROP SCHEMA IF EXISTS public CASCADE", "CREATE SCHEMA public"])
-        url = pg.render_as_string(hide_password=False)
+        await reset_public_schema(pg)
+        url = url_text(pg)
     await _seed(url, SEED)
     seeded = Database(request.param, url, tmp_path)
     yield seeded

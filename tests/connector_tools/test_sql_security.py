@@ -18,12 +18,10 @@ import asyncio
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from sqlalchemy.engine import URL, make_url
 
@@ -35,7 +33,16 @@ from connectors.sql import SQL
 from connectors.sql_policy import check_read_statement
 from connectors.sql_roles import PrivilegedRoleError
 
-POSTGRES_URL_ENV = "LARKGATE_TEST_POSTGRES_URL"
+from support.postgres import (
+    POSTGRES_URL_ENV,
+    connect,
+    execute,
+    fetchval,
+    run_blocking,
+    scratch_database,
+    url_text,
+)
+
 SUPERUSER_URL_ENV = "LARKGATE_TEST_POSTGRES_SUPERUSER_URL"
 # What scripts/start_postgres.sh creates next to the test role.
 SCRIPT_SUPERUSER = ("larkgate_super", "larkgate_super")
@@ -63,47 +70,14 @@ SEED = [
 # ---------------------------------------------------------------- databases and roles
 
 
-def _dsn(url: URL) -> dict[str, Any]:
-    return {
-        "user": url.username,
-        "password": url.password,
-        "host": url.host,
-        "port": url.port,
-        "database": url.database,
-    }
-
-
-async def _execute(url: URL, statements: list[str]) -> None:
-    connection = await asyncpg.connect(**_dsn(url))
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
-def _run(coroutine: Coroutine[Any, Any, None]) -> None:
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        executor.submit(asyncio.run, coroutine).result()
-
-
-def _text(url: URL) -> str:
-    return url.render_as_string(hide_password=False)
-
-
 @pytest.fixture(scope="module")
 def database() -> Iterator[URL]:
     """A seeded database of this module's own, owned by the ordinary test role."""
     if not os.environ.get(POSTGRES_URL_ENV):
         pytest.skip(f"{POSTGRES_URL_ENV} is not set (no PostgreSQL here)")
-    base = make_url(os.environ[POSTGRES_URL_ENV])
-    url = base.set(database=f"larkgate_sqlsec_{uuid.uuid4().hex[:12]}")
-    _run(_execute(base, [f'CREATE DATABASE "{url.database}"']))
-    _run(_execute(url, SEED))
-    try:
+    with scratch_database("larkgate_sqlsec_") as url:
+        run_blocking(execute(url, *SEED))
         yield url
-    finally:
-        _run(_execute(base, [f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)']))
 
 
 @pytest.fixture(scope="module")
@@ -118,14 +92,10 @@ def superuser(database: URL) -> URL:
     url = url.set(drivername="postgresql+asyncpg", database=database.database)
 
     async def probe() -> None:
-        connection = await asyncpg.connect(**_dsn(url))
-        try:
-            assert await connection.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = user")
-        finally:
-            await connection.close()
+        assert await fetchval(url, "SELECT rolsuper FROM pg_roles WHERE rolname = user")
 
     try:
-        _run(probe())
+        run_blocking(probe())
     except Exception as exc:
         pytest.fail(
             f"no superuser connection ({type(exc).__name__}: {exc}): run"
@@ -154,16 +124,16 @@ class Roles:
             f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}",
         ]
         statements += [grant.format(role=name) for grant in grants]
-        await _execute(self.superuser, statements)
+        await execute(self.superuser, *statements)
         return self.database.set(username=name, password=password)
 
     async def grant(self, statement: str) -> None:
-        await _execute(self.superuser, [statement])
+        await execute(self.superuser, statement)
 
     async def drop(self) -> None:
         for name in reversed(self.made):
-            await _execute(
-                self.superuser, [f"DROP OWNED BY {name} CASCADE", f"DROP ROLE IF EXISTS {name}"]
+            await execute(
+                self.superuser, f"DROP OWNED BY {name} CASCADE", f"DROP ROLE IF EXISTS {name}"
             )
 
 
@@ -175,7 +145,7 @@ async def roles(superuser: URL, database: URL) -> AsyncIterator[Roles]:
 
 
 async def make(url: URL | str, **settings: Any) -> SQL:
-    text = url if isinstance(url, str) else _text(url)
+    text = url if isinstance(url, str) else url_text(url)
     connector = SQL(SQL.Settings(url=text, **settings), ConnectorContext())
     await connector.start()
     return connector
@@ -215,19 +185,11 @@ async def refused(connector: SQL, statement: str) -> str:
     return str(caught.value)
 
 
-async def _scalar(url: URL, statement: str) -> Any:
-    connection = await asyncpg.connect(**_dsn(url))
-    try:
-        return await connection.fetchval(statement)
-    finally:
-        await connection.close()
-
-
 async def _snapshot(url: URL) -> tuple[Any, ...]:
     return (
-        await _scalar(url, "SELECT count(*) FROM orders"),
-        await _scalar(url, "SELECT sum(total) FROM orders"),
-        await _scalar(url, "SELECT string_agg(name, ',' ORDER BY id) FROM customers"),
+        await fetchval(url, "SELECT count(*) FROM orders"),
+        await fetchval(url, "SELECT sum(total) FROM orders"),
+        await fetchval(url, "SELECT string_agg(name, ',' ORDER BY id) FROM customers"),
     )
 
 
@@ -246,7 +208,7 @@ async def test_copy_to_program_does_not_run(superuser_sql: SQL, superuser: URL) 
         message = await refused(superuser_sql, f"COPY (SELECT 1) TO PROGRAM 'touch {marker}'")
         assert message.startswith("refused: ") and "COPY" in message
         # Asked on the database host itself, so it holds for a remote server too.
-        assert await _scalar(superuser, f"SELECT pg_stat_file('{marker}', true)") is None
+        assert await fetchval(superuser, f"SELECT pg_stat_file('{marker}', true)") is None
     finally:
         _remove(marker)
 
@@ -257,14 +219,14 @@ async def test_copy_to_a_file_does_not_write_it(superuser_sql: SQL, superuser: U
     try:
         for statement in [f"COPY (SELECT 42) TO '{target}'", f"COPY orders TO '{target}'"]:
             assert (await refused(superuser_sql, statement)).startswith("refused: ")
-        assert await _scalar(superuser, f"SELECT pg_stat_file('{target}', true)") is None
+        assert await fetchval(superuser, f"SELECT pg_stat_file('{target}', true)") is None
     finally:
         _remove(target)
 
 
 @needs_postgres
 async def test_another_session_is_not_terminated(sql: SQL, database: URL) -> None:
-    other = await asyncpg.connect(**_dsn(database))
+    other = await connect(database)
     try:
         pid = await other.fetchval("SELECT pg_backend_pid()")
         for statement in [
@@ -297,7 +259,7 @@ async def test_no_advisory_lock_is_taken(sql: SQL, database: URL) -> None:
     ]:
         assert "advisory lock" in await refused(sql, statement), statement
     held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-    assert await _scalar(database, held) == 0  # seen from another session
+    assert await fetchval(database, held) == 0  # seen from another session
 
 
 # (statement, a phrase of the refusal)
@@ -345,7 +307,8 @@ async def test_the_other_attacks_are_refused(sql: SQL, database: URL) -> None:
         assert message.startswith("refused: ") and why.lower() in message.lower(), message
     assert await _snapshot(database) == before
     assert await query(sql, "SHOW work_mem") == work_mem  # the pooled session kept it
-    assert await _scalar(database, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+    assert await fetchval(database, held) == 0
 
 
 @needs_postgres
@@ -386,7 +349,7 @@ FAITHFUL = [
 @needs_postgres
 async def test_what_runs_answers_as_the_text_would(database: URL) -> None:
     """The statement rebuilt from the checked tokens returns what the text itself returns."""
-    connection = await asyncpg.connect(**_dsn(database))
+    connection = await connect(database)
     try:
         for statement in FAITHFUL:
             rebuilt = check_read_statement(statement, "postgresql").sql
@@ -486,7 +449,7 @@ async def test_the_superuser_itself_is_refused(superuser: URL) -> None:
 @needs_superuser
 async def test_the_hub_and_check_report_a_privileged_role(superuser: URL) -> None:
     """What ``larkgate check`` prints: the connector's status, FAIL, naming the attribute."""
-    config = ConnectorsConfig(sections={"sql": {"url": _text(superuser)}}, explicit=True)
+    config = ConnectorsConfig(sections={"sql": {"url": url_text(superuser)}}, explicit=True)
     hub = await ConnectorHub.build(config, ConnectorContext(), feishu_credentials=False)
     try:
         assert "sql" not in {c.name for c in hub.connectors}

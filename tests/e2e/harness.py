@@ -7,10 +7,9 @@ what the fake Feishu received.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,8 @@ from connectors.config import ConnectorsConfig
 from fakes.feishu_push import card_action_event, message_event, plain_request, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.servers import serving
+from support.waiting import wait_until
 
 # Set per test by the e2e conftest when the suite runs on PostgreSQL
 # (LARKGATE_TEST_E2E_DATABASE=postgresql); otherwise each test gets a SQLite file.
@@ -127,12 +128,11 @@ class Bot:
     def replies_to(self, message_id: str) -> list[FakeMessage]:
         return [m for m in self.feishu.sent if m.reply_to == message_id]
 
-    async def wait_for(self, condition: Callable[[], bool], within: float = 10.0) -> None:
-        deadline = time.monotonic() + within
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError("condition not met in time")
-            await asyncio.sleep(0.01)
+    async def wait_for(
+        self, condition: Callable[[], object | Awaitable[object]], within: float = 10.0
+    ) -> None:
+        """Poll ``condition`` (a function, or a coroutine function) until it holds."""
+        await wait_until(condition, within, every=0.01)
 
     async def reply(self, message_id: str, within: float = 10.0) -> str:
         await self.wait_for(lambda: bool(self.replies_to(message_id)), within)
@@ -201,14 +201,9 @@ async def running_bot(
         connectors=connectors or ConnectorsConfig(explicit=True),
         clock=clock,
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    async with aiohttp.ClientSession() as session:
-        bot = Bot(f"http://{host}:{port}", app, feishu, llm_server, session)
-        try:
-            yield bot
-        finally:
-            await runner.cleanup()
+    # The server is cleaned up before the session is closed.
+    async with (
+        aiohttp.ClientSession() as session,
+        serving(app, access_log=None, shutdown_timeout=5) as served,
+    ):
+        yield Bot(served.url, app, feishu, llm_server, session)

@@ -8,75 +8,28 @@ from typing import Any
 
 import pytest
 
-from bot.engine import tool_from_function
 from bot.store.approvals import ApprovalStore, NewApproval
 from bot.store.audit import AuditLog
 
 from e2e.harness import Bot, running_bot, settings_for
 from fakes.feishu_server import FakeMessage
-from fakes.openai_server import Reply
+from support.cards import callback_values
+from support.deploy import deploying
 
 ADMIN = "ou_admin"
 USER = "ou_user"  # the sender of message_event's messages
-
-
-class Deployer:
-    """A write tool that records each time it really runs."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    def tool(self):
-        async def deploy(service: str) -> str:
-            """Deploy a service to production."""
-            self.runs.append(service)
-            return f"{service} deployed"
-
-        return tool_from_function(deploy, side_effect="write")
-
-
-def deploying(services: list[str]):
-    """A model that deploys each service in turn, then says what it saw."""
-
-    def handler(body: dict[str, Any]) -> Reply:
-        observations = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if body.get("stream"):  # synthesis reads the trace as text: echo it
-            return Reply(content="Result: " + body["messages"][-1]["content"])
-        if len(observations) < len(services):
-            service = services[len(observations)]
-            return Reply(tool_calls=[(f"c{len(observations)}", "deploy", {"service": service})])
-        return Reply(content="done")
-
-    return handler
 
 
 def approval_cards(bot: Bot, message_id: str) -> list[FakeMessage]:
     return [
         m
         for m in bot.replies_to(message_id)
-        if _buttons(m.content) or "Approval" in str(m.content.get("header"))
+        if callback_values(m.content) or "Approval" in str(m.content.get("header"))
     ]
 
 
-def _buttons(card: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for behavior in node.get("behaviors", []) or []:
-                found.append(behavior["value"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(card)
-    return found
-
-
 def value_for(card: FakeMessage, decision: str) -> dict[str, Any]:
-    (value,) = [v for v in _buttons(card.content) if v["decision"] == decision]
+    (value,) = [v for v in callback_values(card.content) if v["decision"] == decision]
     return value
 
 
@@ -95,11 +48,6 @@ def answer_text(bot: Bot, message_id: str) -> str:
     return "".join(
         e.get("content", "") for e in card["body"]["elements"] if e["element_id"] == "answer"
     )
-
-
-@pytest.fixture
-def deployer() -> Deployer:
-    return Deployer()
 
 
 @pytest.fixture
@@ -141,7 +89,7 @@ async def test_approve_runs_the_tool_and_resolves_the_card(governed, deployer, f
         )
         assert answer["toast"]["type"] == "success"
         resolved = answer["card"]["data"]
-        assert header(resolved) == "Approved" and not _buttons(resolved)
+        assert header(resolved) == "Approved" and not callback_values(resolved)
         assert f"<at id={ADMIN}></at>" in json.dumps(resolved)
         await bot.reply("om_1")
         await bot.settle()
@@ -174,7 +122,7 @@ async def test_expiry_counts_as_deny_and_the_card_says_so(governed, deployer):
         assert deployer.runs == []
         assert "approval expired" in answer_text(bot, "om_3")
         assert header(feishu_message(bot, card).content) == "Expired"
-        assert not _buttons(feishu_message(bot, card).content)
+        assert not callback_values(feishu_message(bot, card).content)
         # A late click changes nothing.
         late = await bot.click(approve, by=ADMIN, card_message_id=card.message_id)
         assert late["toast"]["type"] == "info" and header(late["card"]["data"]) == "Expired"
@@ -277,7 +225,7 @@ async def test_stop_while_waiting_cancels_the_approval(governed, deployer):
         await bot.reply("om_11")
         await bot.settle()
         await bot.wait_for(lambda: header(feishu_message(bot, card).content) == "Cancelled")
-        assert not _buttons(feishu_message(bot, card).content)
+        assert not callback_values(feishu_message(bot, card).content)
         late = await bot.click(approve, by=ADMIN, card_message_id=card.message_id)
         assert late["toast"]["type"] == "info"
         audit = await AuditLog(bot.services.database).recent(action="approval.")

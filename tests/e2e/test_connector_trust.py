@@ -21,6 +21,7 @@ from connectors.config import ConnectorsConfig
 
 from e2e.harness import answer_of, running_bot, settings_for
 from fakes.openai_server import Reply
+from support.servers import serving
 
 API_KEY = "sk-live-9f8e7d6c5b4a39281706"
 MCP_FIXTURE = Path(__file__).parent.parent / "connector_tools" / "mcp_server_fixture.py"
@@ -44,13 +45,9 @@ async def echo_server() -> AsyncIterator[EchoServer]:
     server = EchoServer()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server.port = runner.addresses[0][1]
-    yield server
-    await runner.cleanup()
+    async with serving(app, access_log=None) as served:
+        server.port = served.port
+        yield server
 
 
 def _tool_results(body: dict[str, Any]) -> list[str]:

@@ -15,9 +15,11 @@ import pytest
 from bot.engine import tool_from_function
 
 from e2e.harness import Bot, running_bot, settings_for
-from e2e.test_approvals import ADMIN, USER, Deployer, deploying, first_card, header
+from e2e.test_approvals import ADMIN, USER, first_card, header
 from e2e.test_budgets import MENTION
 from fakes.openai_server import Reply
+from support.deploy import Deployer, deploying
+from support.waiting import wait_until
 
 TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -116,13 +118,20 @@ async def read_events(resp: aiohttp.ClientResponse, count: int | None = None) ->
 
 async def live_run(bot: Bot) -> str:
     """The id of the run in progress, as the console lists it."""
-    for _ in range(500):
-        runs = (await get_json(bot, "/api/runs"))["runs"]
-        live = [r for r in runs if r["live"]]
-        if live:
-            return live[0]["id"]
-        await asyncio.sleep(0.02)
-    raise AssertionError("no live run")
+
+    async def live() -> list[dict[str, Any]]:
+        return [r for r in (await get_json(bot, "/api/runs"))["runs"] if r["live"]]
+
+    return (await wait_until(live, 15.0, every=0.02, failure="no live run"))[0]["id"]
+
+
+async def pending_approvals(bot: Bot) -> list[dict[str, Any]]:
+    """The approvals waiting for a decision, once there is one."""
+
+    async def pending() -> list[dict[str, Any]]:
+        return (await get_json(bot, "/api/approvals"))["approvals"]
+
+    return await wait_until(pending, 15.0, every=0.02, failure="no approval was asked for")
 
 
 def check_run_events(events: list[dict]) -> None:
@@ -258,11 +267,7 @@ async def test_approving_in_the_console_releases_the_waiting_tool(tmp_path, feis
     )
     async with running_bot(settings, feishu, llm_server, tools=[deployer.tool()]) as bot:
         await bot.say("om_1", "deploy api please")
-        pending: list[dict] = []
-        while not pending:
-            pending = (await get_json(bot, "/api/approvals"))["approvals"]
-            await asyncio.sleep(0.02)
-        (approval,) = pending
+        (approval,) = await pending_approvals(bot)
         assert approval["tool"] == "deploy" and approval["requester"] == USER
         assert deployer.runs == []
         card = await first_card(bot, "om_1")
@@ -291,10 +296,7 @@ async def test_denying_without_an_admin_is_refused(tmp_path, feishu, llm_server)
     settings = settings_for(tmp_path, feishu, llm_server, larkgate_console_token=TOKEN)
     async with running_bot(settings, feishu, llm_server, tools=[deployer.tool()]) as bot:
         await bot.say("om_1", "deploy api")
-        pending: list[dict] = []
-        while not pending:
-            pending = (await get_json(bot, "/api/approvals"))["approvals"]
-            await asyncio.sleep(0.02)
+        pending = await pending_approvals(bot)
         refused = await post_json(bot, f"/api/approvals/{pending[0]['id']}/deny", status=403)
         assert refused["outcome"] == "forbidden"
         refused = await post_json(bot, "/api/readonly", {"on": True}, status=403)

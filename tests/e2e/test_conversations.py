@@ -9,24 +9,9 @@ from bot.engine import OpenAICompatibleLLM
 from bot.runtime import texts
 from bot.store import RunStore
 
-from e2e.harness import BOT_OPEN_ID, answering, running_bot, settings_for, text_of
+from e2e.harness import BOT_OPEN_ID, running_bot, settings_for, text_of
 from fakes.openai_server import Reply
-
-
-class Gate:
-    """Holds the model's first tool-loop call until released (a slow model)."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.held = 0
-
-    async def __call__(self, body):
-        if not body.get("stream") and self.held == 0:
-            self.held += 1
-            self.entered.set()
-            await self.release.wait()
-        return answering(body)
+from support.models import HoldFirstLoopCall
 
 
 async def test_history_carries_over_and_reset_forgets_it(bot):
@@ -59,7 +44,7 @@ async def test_help(bot):
 
 
 async def test_stop_cancels_the_running_reply_and_says_so(bot):
-    gate = Gate()
+    gate = HoldFirstLoopCall()
     bot.llm_server.handler = gate
     await bot.say("om_long", "write a long essay")
     await gate.entered.wait()
@@ -78,7 +63,7 @@ async def test_stop_cancels_the_running_reply_and_says_so(bot):
 
 
 async def test_a_message_during_a_run_joins_it(bot):
-    gate = Gate()
+    gate = HoldFirstLoopCall()
     bot.llm_server.handler = gate
     await bot.say("om_q", "compare Paris and Rome")
     await gate.entered.wait()
@@ -95,7 +80,7 @@ async def test_a_message_during_a_run_joins_it(bot):
 
 
 async def test_conversations_run_side_by_side(bot):
-    gate = Gate()
+    gate = HoldFirstLoopCall()
     bot.llm_server.handler = gate
     await bot.say("om_slow", "slow one", sender_open_id="ou_alice")
     await gate.entered.wait()

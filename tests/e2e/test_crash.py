@@ -9,9 +9,7 @@ without Feishu delivering it again.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,23 +20,11 @@ import pytest
 
 from bot.store import Database, MessageLedger
 
-from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, answering, running_bot, settings_for
+from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, running_bot, settings_for
 from fakes.feishu_push import message_event, signed_request
-
-
-class HoldFirstLoopCall:
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.calls = 0
-
-    async def __call__(self, body):
-        if not body.get("stream"):
-            self.calls += 1
-            if self.calls == 1:
-                self.entered.set()
-                await self.release.wait()
-        return answering(body)
+from support.models import HoldFirstLoopCall
+from support.processes import serve_env, start_serve, wait_healthy
+from support.servers import free_port
 
 
 async def test_a_graceful_shutdown_hands_unfinished_work_to_the_next_start(
@@ -83,56 +69,33 @@ async def test_a_message_already_replied_to_is_not_answered_again(tmp_path, feis
     assert llm_server.requests == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _serve(settings, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _serve(feishu, llm_server, settings, port: int, log: Path) -> subprocess.Popen[bytes]:
     config = log.parent / "larkgate.toml"
     config.write_text("[connectors]\n")  # none: the test scripts the model's every call
-    env = {
-        **os.environ,
-        "FEISHU_APP_ID": settings.feishu_app_id,
-        "FEISHU_APP_SECRET": settings.feishu_app_secret.get_secret_value(),
-        "FEISHU_VERIFICATION_TOKEN": VERIFICATION_TOKEN,
-        "FEISHU_ENCRYPT_KEY": ENCRYPT_KEY,
-        "FEISHU_DOMAIN": settings.feishu_domain,
-        "LLM_BASE_URL": settings.llm_base_url,
-        "LLM_API_KEY": "sk-e2e",
-        "LLM_MODEL": "fake-model",
-        "DATABASE_URL": settings.database_url,
-        "LARKGATE_CLAIM_LEASE_SECONDS": "2",
-        "LARKGATE_LOG_LEVEL": "INFO",
-        "LARKGATE_CONFIG": str(config),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
+    env = serve_env(
+        feishu,
+        llm_server,
+        verification_token=VERIFICATION_TOKEN,
+        encrypt_key=ENCRYPT_KEY,
+        LLM_API_KEY="sk-e2e",
+        DATABASE_URL=settings.database_url,
+        LARKGATE_CLAIM_LEASE_SECONDS="2",
+        LARKGATE_LOG_LEVEL="INFO",
+        LARKGATE_CONFIG=str(config),
     )
+    return start_serve(port, env, log)
 
 
 async def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"server exited:\n{_tail(log)}")
-            try:
-                async with session.get(url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"server never became healthy:\n{_tail(log)}")
+    await wait_healthy(url, process=process, describe=lambda: _tail(log))
 
 
 def _tail(log: Path) -> str:
     return log.read_text()[-3000:]
+
+
+def _replies(feishu, message_id: str) -> list:
+    return [m for m in feishu.sent if m.reply_to == message_id]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
@@ -141,9 +104,9 @@ async def test_a_killed_process_is_taken_over_after_the_lease(tmp_path, feishu, 
     llm_server.handler = hold
     settings = settings_for(tmp_path, feishu, llm_server)
     log = tmp_path / "serve.log"
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    first = _serve(settings, port, log)
+    first = _serve(feishu, llm_server, settings, port, log)
     try:
         await _wait_healthy(url, first, log)
         envelope = message_event(
@@ -164,15 +127,15 @@ async def test_a_killed_process_is_taken_over_after_the_lease(tmp_path, feishu, 
         first.wait()
     hold.release.set()
 
-    second = _serve(settings, port, log)
+    second = _serve(feishu, llm_server, settings, port, log)
     try:
         await _wait_healthy(url, second, log)
         deadline = time.monotonic() + 30
-        while not [m for m in feishu.sent if m.reply_to == "om_crash"]:
+        while not _replies(feishu, "om_crash"):
             assert time.monotonic() < deadline, _tail(log)
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
-        replies = [m for m in feishu.sent if m.reply_to == "om_crash"]
+        replies = _replies(feishu, "om_crash")
         assert len(replies) == 1
         assert "taking over message om_crash" in _tail(log)
     finally:

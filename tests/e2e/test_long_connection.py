@@ -18,7 +18,8 @@ from bot.cli import main
 from e2e.harness import BOT_OPEN_ID, VERIFICATION_TOKEN, Bot, running_bot, settings_for
 from fakes.feishu_push import card_action_event, message_event
 from fakes.feishu_server import FakeFeishu
-from fakes.feishu_ws import FakeLongConnection, wait_until
+from fakes.feishu_ws import FakeLongConnection
+from support.waiting import wait_until
 
 ADMIN = "ou_admin"
 FAST = {"ReconnectCount": -1, "ReconnectInterval": 0.5, "ReconnectNonce": 0.05, "PingInterval": 1}

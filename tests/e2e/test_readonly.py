@@ -12,6 +12,7 @@ from bot.store.audit import AuditLog
 
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
+from support.cards import callback_values
 
 ADMIN = "ou_admin"
 MENTION = [("@_user_1", BOT_OPEN_ID, "larkgate")]
@@ -149,7 +150,7 @@ async def test_the_admin_card_toggles_the_mode(tmp_path, feishu, llm_server):
         await bot.say("om_a2", "/admin", sender_open_id=ADMIN, chat_id="oc_ops")
         await bot.wait_for(lambda: bool(bot.replies_to("om_a2")))
         (card,) = bot.replies_to("om_a2")
-        (value,) = _button_values(card.content)
+        (value,) = callback_values(card.content)
         assert {k: value[k] for k in ("action", "setting", "value", "version")} == {
             "action": "admin",
             "setting": "read_only",
@@ -166,7 +167,7 @@ async def test_the_admin_card_toggles_the_mode(tmp_path, feishu, llm_server):
             value, by=ADMIN, card_message_id=card.message_id, chat_id="oc_ops"
         )
         assert clicked["toast"]["type"] == "success"
-        (toggle_off,) = _button_values(clicked["card"]["data"])
+        (toggle_off,) = callback_values(clicked["card"]["data"])
         assert toggle_off["value"] == "off"
         # Announced in the chat where it was switched.
         await bot.wait_for(
@@ -180,23 +181,7 @@ async def test_the_admin_card_toggles_the_mode(tmp_path, feishu, llm_server):
         # answer shows the current state instead of switching anything.
         again = await bot.click(value, by=ADMIN, card_message_id=card.message_id, chat_id="oc_ops")
         assert again["toast"]["type"] == "warning" and "out of date" in again["toast"]["content"]
-        assert _button_values(again["card"]["data"])[0]["value"] == "off"
+        assert callback_values(again["card"]["data"])[0]["value"] == "off"
         assert "**on**" in await command(bot, "om_a4", "/readonly status", sender_open_id=ADMIN)
         audit = await AuditLog(bot.services.database).recent(action="readonly.")
         assert [a.action for a in audit] == ["readonly.on"]
-
-
-def _button_values(card: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            found.extend(b["value"] for b in node.get("behaviors", []) or [])
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(card)
-    return found

@@ -12,24 +12,22 @@ import asyncio
 import json
 import os
 import random
-import socket
 import sqlite3
 import subprocess
-import sys
-import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 from fakes.feishu_push import card_action_event, message_event, signed_request
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.postgres import scratch_database_async, url_text
+from support.processes import serve_env, start_serve, wait_healthy
+from support.servers import free_port
+from support.waiting import wait_until
 
 POSTGRES_URL = os.environ.get("LARKGATE_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="needs LARKGATE_TEST_POSTGRES_URL")
@@ -39,35 +37,10 @@ ADMIN = "ou_admin"
 CONVERSATIONS, TURNS = 6, 4
 
 
-async def _admin(statement: str) -> None:
-    url = make_url(POSTGRES_URL)
-    connection = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port,
-        database=url.database,
-    )
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
-    name = f"larkgate_r_{uuid.uuid4().hex[:10]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    async with scratch_database_async("larkgate_r_") as url:
+        yield url_text(url)
 
 
 class Model:
@@ -117,44 +90,22 @@ def replicas(database, notes_db, tmp_path) -> Iterator[Any]:
     def start(feishu: FakeFeishu, llm: FakeOpenAIServer, count: int = 2) -> list[str]:
         urls = []
         for index in range(count):
-            port = _free_port()
-            env = {
-                **os.environ,
-                "FEISHU_APP_ID": feishu.app_id,
-                "FEISHU_APP_SECRET": feishu.app_secret,
-                "FEISHU_VERIFICATION_TOKEN": TOKEN,
-                "FEISHU_ENCRYPT_KEY": KEY,
-                "FEISHU_DOMAIN": feishu.domain,
-                "LLM_BASE_URL": llm.base_url,
-                "LLM_API_KEY": "sk-not-secret",
-                "LLM_MODEL": "fake-model",
-                "DATABASE_URL": database,
-                "LARKGATE_ADMINS": ADMIN,
+            port = free_port()
+            env = serve_env(
+                feishu,
+                llm,
+                verification_token=TOKEN,
+                encrypt_key=KEY,
+                DATABASE_URL=database,
+                LARKGATE_ADMINS=ADMIN,
                 # Short enough to matter, long enough that a loaded CI machine's stalls
                 # do not look like a dead replica (which would rightly re-run a turn).
-                "LARKGATE_CLAIM_LEASE_SECONDS": "6",
-                "LARKGATE_SHUTDOWN_GRACE_SECONDS": "2",
-                "SQL_CONNECTOR_URL": f"sqlite:///{notes_db}",
-                "LARKGATE_CONFIG": "",
-            }
-            env.pop("LARKGATE_CONFIG")
-            log = open(tmp_path / f"replica{index}.log", "wb")  # noqa: SIM115 (closed with the process)
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "bot.cli",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=tmp_path,
+                LARKGATE_CLAIM_LEASE_SECONDS="6",
+                LARKGATE_SHUTDOWN_GRACE_SECONDS="2",
+                SQL_CONNECTOR_URL=f"sqlite:///{notes_db}",
             )
+            env.pop("LARKGATE_CONFIG", None)
+            process = start_serve(port, env, tmp_path / f"replica{index}.log", cwd=tmp_path)
             started.append(process)
             urls.append(f"http://127.0.0.1:{port}")
         return urls
@@ -173,19 +124,6 @@ def replicas(database, notes_db, tmp_path) -> Iterator[Any]:
         print(f"--- replica{index}.log (last 40 lines)", *lines[-40:], sep="\n")
 
 
-async def _ready(session: aiohttp.ClientSession, url: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            async with session.get(url + "/healthz") as response:
-                if response.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{url} did not become ready")
-
-
 async def _post(session: aiohttp.ClientSession, url: str, path: str, envelope: dict) -> dict:
     body, headers = signed_request(envelope, encrypt_key=KEY)
     async with session.post(url + path, data=body, headers=headers) as response:
@@ -193,12 +131,8 @@ async def _post(session: aiohttp.ClientSession, url: str, path: str, envelope: d
         return await response.json()
 
 
-async def _wait_for(condition, within: float = 40.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+async def _wait_for(condition) -> None:
+    await wait_until(condition, 40.0, every=0.02)
 
 
 def _replies(feishu: FakeFeishu, message_id: str) -> list:
@@ -227,7 +161,7 @@ async def test_two_processes_share_the_work(replicas, notes_db):
     ):
         llm.handler = model
         urls = replicas(feishu, llm)
-        await asyncio.gather(*(_ready(session, url) for url in urls))
+        await asyncio.gather(*(wait_healthy(url, within=30.0) for url in urls))
 
         async def deliver(envelope: dict, path: str = "/feishu/events") -> dict:
             first, second = rng.sample(urls, 2)

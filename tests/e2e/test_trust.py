@@ -13,8 +13,6 @@ import json
 import time
 from typing import Any
 
-import pytest
-
 from bot.store import ApprovalStore, AuditLog, OrgSettingsStore
 
 from e2e.harness import (
@@ -25,25 +23,14 @@ from e2e.harness import (
     running_bot,
     settings_for,
 )
-from e2e.test_approvals import (
-    ADMIN,
-    Deployer,
-    approval_cards,
-    deploying,
-    first_card,
-    header,
-    value_for,
-)
+from e2e.test_approvals import ADMIN, approval_cards, first_card, header, value_for
 from fakes.feishu_push import card_action_event, signed_request
 from fakes.openai_server import Reply
+from support.cards import callback_values
+from support.deploy import deploying
 
 TOKEN = "console-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture
-def deployer() -> Deployer:
-    return Deployer()
 
 
 def start(tmp_path, feishu, llm_server, deployer, *, services=("api",), owner=None, **values):
@@ -189,7 +176,7 @@ async def test_a_call_too_long_for_any_card_is_never_approved_blind(
         text = card_text(bot, card)
         assert "characters are not shown" in text and "cannot be approved" in text
         assert "DROP TABLE" not in text
-        assert [v["decision"] for v in _values(card)] == ["deny"]
+        assert [v["decision"] for v in callback_values(card.content)] == ["deny"]
         # The approve value, typed in by hand, is refused too.
         approve = {**value_for(card, "deny"), "decision": "approve"}
         refused = await bot.click(approve, by=ADMIN, card_message_id=card.message_id)
@@ -238,7 +225,7 @@ async def test_the_exact_bytes_of_an_earlier_toggle_replayed_change_nothing(
     ):
         await a.say("om_9", "/admin", sender_open_id=ADMIN, chat_id="oc_ops")
         await a.wait_for(lambda: bool(a.replies_to("om_9")))
-        [toggle_on] = _values(a.replies_to("om_9")[0])
+        [toggle_on] = callback_values(a.replies_to("om_9")[0].content)
         body, headers = signed_request(
             card_action_event(
                 verification_token=VERIFICATION_TOKEN,
@@ -395,19 +382,3 @@ async def test_fifty_pending_approvals_do_not_stop_other_questions(
         )
         await bot.reply("om_w7")
         await bot.wait_for(lambda: deployer.runs == ["api"])
-
-
-def _values(message) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            found.extend(b["value"] for b in node.get("behaviors", []) or [])
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(message.content)
-    return found

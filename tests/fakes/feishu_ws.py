@@ -33,19 +33,20 @@ connection; the next one answers again), ``fail_endpoint(times, code)``,
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import itertools
 import json
-import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+from support.servers import AppServer
+from support.waiting import wait_until
 
 ENDPOINT_PATH = "/callback/ws/endpoint"
 WS_PATH = "/callback/ws/fake"
@@ -94,7 +95,9 @@ class _Fault:
     auth_code: int = 0
 
 
-class FakeLongConnection:
+class FakeLongConnection(AppServer):
+    not_started = "is not started (or is mounted elsewhere)"
+
     def __init__(
         self,
         app_id: str = "cli_test",
@@ -114,45 +117,27 @@ class FakeLongConnection:
         self._endpoint_faults: list[_Fault] = []
         self._handshake_faults: list[_Fault] = []
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
 
     # -- serving ------------------------------------------------------------------------
 
     def routes(self) -> list[tuple[str, str, Any]]:
         return [("POST", ENDPOINT_PATH, self._endpoint), ("GET", WS_PATH, self._ws)]
 
-    async def start(self) -> Self:
+    def make_app(self) -> web.Application:
         app = web.Application()
         for method, path, handler in self.routes():
             app.router.add_route(method, path, handler)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self._port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
-        return self
+        return app
 
     async def stop(self) -> None:
         for connection in self.connections:
             if not connection.closed:
                 await connection.ws.close(code=WSCloseCode.GOING_AWAY)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def domain(self) -> str:
-        if self._port is None:
-            raise RuntimeError("FakeLongConnection is not started (or is mounted elsewhere)")
-        return f"http://127.0.0.1:{self._port}"
+        return self.url
 
     # -- controls -----------------------------------------------------------------------
 
@@ -338,11 +323,3 @@ def _take(faults: list[_Fault]) -> _Fault | None:
         return None
     faults[0].times -= 1
     return faults[0]
-
-
-async def wait_until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.005)

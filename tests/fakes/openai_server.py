@@ -45,13 +45,14 @@ import asyncio
 import contextlib
 import inspect
 import json
-import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from support.servers import AppServer
 
 # (id, name, arguments). A mapping is sent as JSON; a string is sent verbatim, so tests can
 # script argument text that is not valid JSON.
@@ -134,49 +135,31 @@ class RecordedRequest:
     body: Any
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(AppServer):
     """A scripted OpenAI-compatible HTTP server; see the module docstring."""
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.handler: Handler | None = None
         self._queue: deque[Reply] = deque()
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
         # Set on stop() so replies that are still sleeping (Reply.delay) end promptly.
         self._closing = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> Self:
+    def make_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self._port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
-        return self
+        return app
 
     async def stop(self) -> None:
         self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def base_url(self) -> str:
-        if self._port is None:
-            raise RuntimeError("FakeOpenAIServer is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return self.url + "/v1"
 
     # -- scripting -----------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from bot.config import FeishuConfig
 from bot.feishu import (
     FeishuCardInvalid,
     FeishuClient,
@@ -24,6 +23,7 @@ from bot.feishu import (
 )
 
 from fakes.feishu_server import FakeFeishu
+from support.feishu import feishu_config
 
 CONTENT = r"/elements/[^/]+/content$"
 SETTINGS = r"/cardkit/v1/cards/[^/]+/settings$"
@@ -74,14 +74,7 @@ async def fake(clock: Clock) -> AsyncIterator[FakeFeishu]:
 
 @pytest.fixture
 async def client(fake: FakeFeishu) -> AsyncIterator[FeishuClient]:
-    config = FeishuConfig(
-        app_id=fake.app_id,
-        app_secret=fake.app_secret,
-        verification_token="vt",
-        encrypt_key="ek",
-        domain=fake.domain,
-    )
-    async with FeishuClient(config, timeout=5.0) as feishu:
+    async with FeishuClient(feishu_config(fake), timeout=5.0) as feishu:
         yield feishu
 
 

@@ -30,19 +30,10 @@ from bot.feishu import (
 )
 
 from fakes.feishu_server import FakeFeishu
+from support.feishu import feishu_config
 
 REPLY = r"/reply$"
 TEXT = json.dumps({"text": "hello"})
-
-
-def config_for(fake: FakeFeishu, *, secret: str | None = None) -> FeishuConfig:
-    return FeishuConfig(
-        app_id=fake.app_id,
-        app_secret=fake.app_secret if secret is None else secret,
-        verification_token="vt",
-        encrypt_key="ek",
-        domain=fake.domain,
-    )
 
 
 @pytest.fixture
@@ -53,7 +44,7 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 @pytest.fixture
 async def client(fake: FakeFeishu) -> AsyncIterator[FeishuClient]:
-    async with FeishuClient(config_for(fake), timeout=5.0) as feishu:
+    async with FeishuClient(feishu_config(fake), timeout=5.0) as feishu:
         yield feishu
 
 
@@ -85,7 +76,7 @@ async def test_one_token_fetch_serves_many_concurrent_calls(fake, client):
 
 async def test_token_is_refreshed_before_it_expires(fake):
     now = [1000.0]
-    async with FeishuClient(config_for(fake), clock=lambda: now[0]) as client:
+    async with FeishuClient(feishu_config(fake), clock=lambda: now[0]) as client:
         await client.bot_info()
         now[0] += 7200 - 300 - 1  # still outside the 5-minute margin
         await client.bot_info()
@@ -126,7 +117,7 @@ async def test_token_refused_twice_gives_up(fake, client):
 async def test_bad_secret_is_a_clear_error_without_the_secret(fake, caplog):
     caplog.set_level(logging.DEBUG)
     wrong = "wrong-secret-7f3a9c"
-    async with FeishuClient(config_for(fake, secret=wrong)) as client:
+    async with FeishuClient(feishu_config(fake, app_secret=wrong)) as client:
         with pytest.raises(FeishuError) as caught:
             await client.bot_info()
 
@@ -328,7 +319,7 @@ async def test_http_429_is_rate_limited_with_retry_after(fake, client):
 
 async def test_gateway_html_page_is_a_transport_error(fake):
     page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
-    async with FeishuClient(config_for(fake)) as client:
+    async with FeishuClient(feishu_config(fake)) as client:
         sent = await client.reply_message("om_user", msg_type="text", content=TEXT)
         assert sent.message_id in fake.message_by_id
 
@@ -348,7 +339,7 @@ async def test_gateway_html_page_is_a_transport_error(fake):
 
 async def test_timeout_and_refused_connection_are_transport_errors(fake):
     fake.slow("POST", REPLY, 2.0)
-    async with FeishuClient(config_for(fake), timeout=0.2) as client:
+    async with FeishuClient(feishu_config(fake), timeout=0.2) as client:
         with pytest.raises(FeishuTransportError):
             await client.reply_message("om_user", msg_type="text", content=TEXT)
 
@@ -365,7 +356,7 @@ async def test_timeout_and_refused_connection_are_transport_errors(fake):
 
 async def test_logs_carry_code_and_log_id_but_no_secret_or_token(fake, caplog):
     caplog.set_level(logging.DEBUG)
-    async with FeishuClient(config_for(fake)) as client:
+    async with FeishuClient(feishu_config(fake)) as client:
         logging.getLogger("Lark").setLevel(logging.DEBUG)  # the SDK's own lines too
         assert logging.getLogger("Lark").handlers == []
         await client.bot_info()
@@ -384,7 +375,7 @@ async def test_logs_carry_code_and_log_id_but_no_secret_or_token(fake, caplog):
 
 
 async def test_one_pooled_connection_serves_every_call(fake):
-    async with FeishuClient(config_for(fake)) as client:
+    async with FeishuClient(feishu_config(fake)) as client:
         for _ in range(3):
             await client.bot_info()
     peers = {r.peer for r in fake.requests}

@@ -37,6 +37,9 @@ from bot.feishu.approval_card import (
     mention,
 )
 
+from support.cards import buttons as _buttons
+from support.cards import nodes as _nodes
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cards"
 CARD_LIMIT_BYTES = 30 * 1024  # what Feishu (and the emulator) accepts for a card
 UPDATE = os.environ.get("LARKGATE_UPDATE_GOLDEN") == "1"
@@ -483,21 +486,3 @@ def test_escape_markdown():
     assert escape_markdown("a*b_c <x> [y] `z` ~ | \\ &") == (
         "a&#42;b&#95;c &#60;x&#62; &#91;y&#93; &#96;z&#96; &#126; &#124; &#92; &#38;"
     )
-
-
-# -- helpers -----------------------------------------------------------------------------------
-
-
-def _nodes(value: Any) -> Iterator[dict[str, Any]]:
-    """Every object in the card, depth first."""
-    if isinstance(value, dict):
-        yield value
-        for item in value.values():
-            yield from _nodes(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _nodes(item)
-
-
-def _buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
-    return [node for node in _nodes(card) if node.get("tag") == "button"]

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from bot.config import FeishuConfig
 from bot.feishu.card_writer import LiveReply, split_point
 from bot.feishu.client import FeishuClient
 from bot.feishu.live_card import StepLine
 
 from fakes.feishu_server import FakeFeishu
+from support.feishu import feishu_config
 
 
 @pytest.fixture
@@ -24,11 +24,7 @@ async def fake():
 
 @pytest.fixture
 async def client(fake):
-    config = FeishuConfig(
-        app_id=fake.app_id, app_secret=fake.app_secret, verification_token="vt",
-        encrypt_key="", domain=fake.domain,
-    )  # fmt: skip
-    async with FeishuClient(config) as c:
+    async with FeishuClient(feishu_config(fake, encrypt_key="")) as c:
         yield c
 
 

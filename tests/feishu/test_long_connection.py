@@ -22,7 +22,9 @@ from bot.feishu.long_connection import (
 from bot.feishu.webhook import VerifiedEvent
 
 from fakes.feishu_push import card_action_event, dumps, message_event
-from fakes.feishu_ws import FakeLongConnection, wait_until
+from fakes.feishu_ws import FakeLongConnection
+from support.feishu import feishu_config
+from support.waiting import wait_until
 
 TOKEN = "vt-ws"
 # Feishu's ClientConfig, shrunk: ping every 0.1 s, reconnect jitter within 0.05 s.
@@ -74,14 +76,7 @@ def handlers() -> Handlers:
 
 
 def config_for(gateway: FakeLongConnection, **changes: Any) -> FeishuConfig:
-    values: dict[str, Any] = {
-        "app_id": gateway.app_id,
-        "app_secret": gateway.app_secret,
-        "verification_token": TOKEN,
-        "encrypt_key": "",
-        "domain": gateway.domain,
-    }
-    return FeishuConfig(**(values | changes))
+    return feishu_config(gateway, **({"verification_token": TOKEN, "encrypt_key": ""} | changes))
 
 
 @asynccontextmanager

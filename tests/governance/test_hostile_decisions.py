@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.config import FeishuConfig
 from bot.feishu.client import FeishuClient
 from bot.governance.cards import ApprovalCards
 from bot.governance.config import GovernanceConfig
@@ -27,6 +26,7 @@ from bot.governance.waits import ApprovalWaits
 from bot.store import ApprovalStore, Database, NewApproval, OrgSettingsStore, upgrade_async
 
 from fakes.feishu_server import FakeFeishu
+from support.feishu import feishu_config
 
 APPROVERS = ("ou_admin", "ou_boss")
 PEOPLE = ("ou_admin", "ou_boss", "ou_asker", "ou_mallory", "", "ou_admin ")
@@ -53,27 +53,19 @@ async def world(tmp_path) -> AsyncIterator[World]:
     url = f"sqlite+aiosqlite:///{tmp_path}/governance.db"
     await upgrade_async(url)
     database = await Database.connect(url)
-    async with FakeFeishu() as fake:
-        config = FeishuConfig(
-            app_id=fake.app_id,
-            app_secret=fake.app_secret,
-            verification_token="vt",
-            encrypt_key="ek",
-            domain=fake.domain,
+    async with FakeFeishu() as fake, FeishuClient(feishu_config(fake), timeout=5.0) as client:
+        governance = GovernanceConfig(admins=frozenset(APPROVERS), console_url=None)
+        approvals = ApprovalStore(database)
+        org = OrgSettingsStore(database)
+        cards = ApprovalCards(client, approvals, config=governance)
+        decisions = ApprovalDecisions(
+            config=governance,
+            approvals=approvals,
+            org=org,
+            waits=ApprovalWaits(approvals),
+            cards=cards,
         )
-        async with FeishuClient(config, timeout=5.0) as client:
-            governance = GovernanceConfig(admins=frozenset(APPROVERS), console_url=None)
-            approvals = ApprovalStore(database)
-            org = OrgSettingsStore(database)
-            cards = ApprovalCards(client, approvals, config=governance)
-            decisions = ApprovalDecisions(
-                config=governance,
-                approvals=approvals,
-                org=org,
-                waits=ApprovalWaits(approvals),
-                cards=cards,
-            )
-            yield World(approvals, org, decisions, fake, client)
+        yield World(approvals, org, decisions, fake, client)
     await database.dispose()
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.config import FeishuConfig
 from bot.feishu.client import FeishuClient
 from bot.governance.names import MISS_TTL, NAME_TTL, UserNames
 
 from fakes.feishu_server import FakeFeishu
+from support.feishu import feishu_config
 
 
 class Clock:
@@ -22,11 +22,7 @@ class Clock:
 async def test_names_are_looked_up_once_and_again_after_they_expire():
     async with FakeFeishu() as fake:
         fake.workspace.add_user("ou_alice", "Alice")
-        config = FeishuConfig(
-            app_id=fake.app_id, app_secret=fake.app_secret, verification_token="vt",
-            encrypt_key="", domain=fake.domain,
-        )  # fmt: skip
-        async with FeishuClient(config) as client:
+        async with FeishuClient(feishu_config(fake, encrypt_key="")) as client:
             clock = Clock()
             names = UserNames(client, clock=clock)
 

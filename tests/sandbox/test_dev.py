@@ -3,7 +3,6 @@ the page's own API the way the browser does (Playwright tests are a later step).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,51 +12,20 @@ import pytest
 
 from bot.cli import main
 from bot.config import SettingsError, load_settings
-from bot.engine import tool_from_function
 from bot.sandbox.people import ADMIN, GROUP_CHAT_ID, USER
 from bot.sandbox.runner import DEV_DATABASE_URL, Sandbox, dev_settings
-from connectors.config import ConnectorsConfig
 
-from fakes.openai_server import FakeOpenAIServer, Reply
+from fakes.openai_server import FakeOpenAIServer
+from support.cards import button_values, texts
+from support.env import clear_settings
+from support.sandbox import model, running_sandbox
 
 Transcript = dict[str, Any]
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith(("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-class Deployer:
-    """A write tool that records each time it really runs."""
-
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    def tool(self):
-        async def deploy(service: str) -> str:
-            """Deploy a service to production."""
-            self.runs.append(service)
-            return f"{service} deployed"
-
-        return tool_from_function(deploy, side_effect="write")
-
-
-def model(body: dict[str, Any]) -> Reply:
-    """Deploys when asked to (once), answers everything else; streams its answers slowly."""
-    messages = body["messages"]
-    if body.get("stream"):
-        trace = messages[-1]["content"]
-        outcome = "web deployed" if "web deployed" in trace else "nothing to do"
-        return Reply(content=f"All done here: {outcome}.", chunk_size=3, chunk_interval=0.08)
-    last_user = [m["content"] for m in messages if m["role"] == "user"][-1]
-    ran = any(m["role"] == "tool" for m in messages)
-    if "deploy" in last_user and not ran:
-        return Reply(tool_calls=[("c1", "deploy", {"service": "web"})])
-    return Reply(content="draft")
+    clear_settings(monkeypatch, tmp_path)
 
 
 class Page:
@@ -107,31 +75,14 @@ class Page:
 
 
 @pytest.fixture
-async def llm_server() -> AsyncIterator[FakeOpenAIServer]:
-    async with FakeOpenAIServer() as server:
-        server.handler = model
-        yield server
-
-
-@pytest.fixture
-def deployer() -> Deployer:
-    return Deployer()
+def llm_server(fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
+    fake_openai.handler = model
+    return fake_openai
 
 
 @pytest.fixture
 async def sandbox(tmp_path, llm_server, deployer) -> AsyncIterator[Sandbox]:
-    settings = load_settings(
-        llm_base_url=llm_server.base_url,
-        llm_api_key="sk-sandbox-not-secret",
-        llm_model="fake-model",
-        database_url=f"sqlite+aiosqlite:///{tmp_path}/dev.db",
-        larkgate_claim_lease_seconds=2.0,
-        larkgate_shutdown_grace_seconds=2.0,
-    )
-    tools = [deployer.tool()]
-    async with Sandbox(
-        settings, port=0, tools=tools, connectors=ConnectorsConfig(explicit=True)
-    ) as running:
+    async with running_sandbox(tmp_path, llm_server, deployer) as running:
         yield running
 
 
@@ -147,42 +98,12 @@ def cards(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def card_text(message: dict[str, Any]) -> str:
     card = message["card"]
-    texts: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("tag") in ("markdown", "plain_text") and isinstance(
-                node.get("content"), str
-            ):
-                texts.append(node["content"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(card.get("header"))
-    walk(card.get("body") or card.get("elements"))
-    return "\n".join(texts)
+    return "\n".join(texts(card.get("header")) + texts(card.get("body") or card.get("elements")))
 
 
 def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Button label -> its callback value, as the page finds them."""
-    found: dict[str, dict[str, Any]] = {}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("tag") == "button":
-                (behavior,) = [b for b in node["behaviors"] if b["type"] == "callback"]
-                found[node["text"]["content"]] = behavior["value"]
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(message["card"])
-    return found
+    return button_values(message["card"])
 
 
 def answered(messages: list[dict[str, Any]], text: str) -> bool:

@@ -14,6 +14,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from bot.store import Database, DatabaseConfigError, normalize_url
 from bot.store import db as db_module
 
+from support.waiting import wait_until
+
 
 def test_urls_get_their_async_driver():
     assert normalize_url("sqlite:///x.db").drivername == "sqlite+aiosqlite"
@@ -317,13 +319,6 @@ async def _blob_table(db: Database) -> None:
     )
 
 
-async def _wait_for(condition, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 async def test_the_writer_never_checkpoints_the_background_thread_does(migrated_url):
     if not migrated_url.startswith("sqlite"):
         pytest.skip("SQLite WAL")
@@ -340,7 +335,7 @@ async def test_the_writer_never_checkpoints_the_background_thread_does(migrated_
         # (Still open: closing the last connection would checkpoint.) A checkpointer copies
         # the WAL into the database file.
         async with Database(migrated_url, checkpoint_interval=0.05):
-            await _wait_for(lambda: path.stat().st_size > size + 5_000_000)
+            await wait_until(lambda: path.stat().st_size > size + 5_000_000, every=0.02)
 
 
 async def test_checkpoints_do_not_block_writers(migrated_url, monkeypatch):

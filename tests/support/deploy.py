@@ -1,0 +1,41 @@
+"""The write tool of the approval tests, and a model that calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bot.engine import Tool, tool_from_function
+
+from fakes.openai_server import Reply
+
+
+class Deployer:
+    """``deploy(service)``: a write tool (so it waits for an approval) that records each
+    time it really runs."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+    def tool(self) -> Tool:
+        async def deploy(service: str) -> str:
+            """Deploy a service to production."""
+            self.runs.append(service)
+            return f"{service} deployed"
+
+        return tool_from_function(deploy, side_effect="write")
+
+
+def deploying(services: list[str]) -> Callable[[dict[str, Any]], Reply]:
+    """A model that deploys each service in turn, then says what it saw."""
+
+    def handler(body: dict[str, Any]) -> Reply:
+        observations = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if body.get("stream"):  # synthesis reads the trace as text: echo it
+            return Reply(content="Result: " + body["messages"][-1]["content"])
+        if len(observations) < len(services):
+            service = services[len(observations)]
+            return Reply(tool_calls=[(f"c{len(observations)}", "deploy", {"service": service})])
+        return Reply(content="done")
+
+    return handler

@@ -1,0 +1,29 @@
+"""The bot's settings taken out of the environment, so a test sees only what it sets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+# What the bot reads from the environment.
+SETTINGS_PREFIXES = ("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL")
+
+
+def clear_settings(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    names: Iterable[str] | None = None,
+    *,
+    keep: Iterable[str] = (),
+) -> None:
+    """Unset ``names`` (by default every setting in the environment, but those in ``keep``)
+    for the test, and run it in ``tmp_path``, where no stray .env is read."""
+    if names is None:
+        kept = set(keep)
+        names = [n for n in os.environ if n.startswith(SETTINGS_PREFIXES) and n not in kept]
+    for name in list(names):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
