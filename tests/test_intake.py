@@ -3,7 +3,6 @@ and every message is still claimed once, across processes."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from bot.feishu.webhook import VerifiedEvent
@@ -37,7 +36,7 @@ async def test_redeliveries_here_skip_the_database_and_elsewhere_are_still_dupli
     dbs = [await Database.connect(url), await Database.connect(url)]
     processed: list[tuple[str, str]] = []
     try:
-        intakes, ledgers = [], []
+        intakes, ledgers, trackers = [], [], []
         for n, db in enumerate(dbs):
             ledger = CountingLedger(db)
 
@@ -45,11 +44,12 @@ async def test_redeliveries_here_skip_the_database_and_elsewhere_are_still_dupli
                 processed.append((owner, claim.message_id))
 
             ledgers.append(ledger)
+            trackers.append(TaskTracker())
             intakes.append(
                 EventIntake(
                     ledger,
                     process,
-                    TaskTracker(),
+                    trackers[-1],
                     InFlight(),
                     owner=f"p{n}",
                     lease_seconds=30.0,
@@ -63,7 +63,9 @@ async def test_redeliveries_here_skip_the_database_and_elsewhere_are_still_dupli
         assert ledgers[0].claims == 1
         await there(_event("om_1"))  # and to another: the ledger says it is taken
         assert ledgers[1].claims == 1
-        await asyncio.sleep(0.05)
+        # Whatever was taken in is processing in a tracked task: wait for all of them.
+        for tracker in trackers:
+            assert await tracker.drain(5.0) == 0  # none had to be cancelled
         assert processed == [("p0", "om_1")]
     finally:
         for db in dbs:

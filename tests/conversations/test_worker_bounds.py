@@ -17,6 +17,8 @@ from bot.conversations import ConversationWorkers, Job
 from bot.conversations.workers import Turn
 from bot.engine.interrupts import InterruptLimits
 
+from support.waiting import wait_until
+
 
 class Runs:
     """Jobs whose runs wait until released, recording which turn ran what."""
@@ -121,7 +123,7 @@ async def test_before_the_run_begins_only_what_keeps_its_question_whole_joins() 
     workers.submit(runs.job("busy", key="elsewhere"))
     await runs.started["busy"].wait()
     assert workers.submit(runs.job("m1", "q" * 600)) == "queued"  # waits for the slot
-    await asyncio.sleep(0)
+    await wait_until(lambda: workers.active_runs == 2)  # its turn has begun, without the slot
     assert workers.submit(runs.job("m2", "a" * 300)) == "joined"  # 901 characters
     assert workers.submit(runs.job("m3", "b" * 300)) == "queued"  # would be 1,202
     for message_id in ("busy", "m1", "m3"):

@@ -7,17 +7,21 @@ import asyncio
 from bot.conversations import ConversationWorkers, Job
 from bot.conversations.workers import Turn
 
+from support.waiting import wait_until
+
 
 class Recorder:
     def __init__(self) -> None:
         self.log: list[str] = []
         self.gates: dict[str, asyncio.Event] = {}
         self.started: dict[str, asyncio.Event] = {}
+        self.ended: dict[str, asyncio.Event] = {}
         self.turns: dict[str, Turn] = {}
 
     def job(self, key: str, message_id: str, text: str = "hi") -> Job:
         self.gates[message_id] = asyncio.Event()
         self.started[message_id] = asyncio.Event()
+        self.ended[message_id] = asyncio.Event()
 
         async def run(turn: Turn) -> None:
             self.turns[message_id] = turn
@@ -25,6 +29,7 @@ class Recorder:
             self.started[message_id].set()
             await self.gates[message_id].wait()
             self.log.append(f"end {message_id}")
+            self.ended[message_id].set()
 
         return Job(key, message_id, text, run)
 
@@ -41,7 +46,7 @@ async def test_messages_of_one_conversation_run_one_at_a_time_in_order():
     assert [j.message_id for j in turn.joined] == ["m2"]
     assert turn.interrupts.drain() == ["also this"]
     rec.gates["m1"].set()
-    await asyncio.sleep(0)
+    await wait_until(rec.ended["m1"].is_set)  # its turn is over: m3 cannot join it
     assert workers.submit(rec.job("k", "m3")) == "queued"
     await rec.started["m3"].wait()
     rec.gates["m3"].set()
@@ -56,8 +61,8 @@ async def test_conversations_run_concurrently_up_to_the_limit():
         workers.submit(rec.job(key, f"m{key}"))
     await rec.started["ma"].wait()
     await rec.started["mb"].wait()
-    await asyncio.sleep(0.01)
-    assert not rec.started["mc"].is_set()  # waits for a slot
+    await wait_until(lambda: workers.active_runs == 3)  # mc's turn has begun...
+    assert not rec.started["mc"].is_set()  # ...and waits for a slot
     rec.gates["ma"].set()
     await rec.started["mc"].wait()
     rec.gates["mb"].set()
@@ -71,11 +76,11 @@ async def test_stop_reaches_the_running_turn_and_drops_what_waited():
     workers.submit(rec.job("busy", "b1"))
     await rec.started["b1"].wait()
     workers.submit(rec.job("k", "m1"))  # waits for the only slot
-    await asyncio.sleep(0)
+    await wait_until(lambda: workers.active_runs == 2)  # m1's turn is waiting for it
     result = workers.stop("k", "stopped by /stop")
     assert result.stopped is True
     rec.gates["b1"].set()
-    await asyncio.sleep(0.01)
+    await wait_until(rec.started["m1"].is_set)
     # m1 was stopped before it started: its run is still called, told so, and ends at once.
     assert rec.turns["m1"].stopped_before_start == "stopped by /stop"
     rec.gates["m1"].set()
@@ -159,7 +164,7 @@ async def test_a_conversation_runs_in_one_process_at_a_time():
     two.submit(rec.job("k", "m2"))
     two.submit(rec.job("other", "m3"))  # another conversation is not held up
     await rec.started["m3"].wait()
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: two.active_runs == 2)  # m2's turn has begun: it waits for the lock
     assert not rec.started["m2"].is_set()
     rec.gates["m1"].set()
     await rec.started["m2"].wait()

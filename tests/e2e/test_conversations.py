@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from bot.engine import OpenAICompatibleLLM
@@ -52,23 +51,28 @@ async def test_stop_cancels_the_running_reply_and_says_so(bot):
     assert await bot.reply("om_stop") == texts.STOPPED
     await bot.settle()
     gate.release.set()
-    await asyncio.sleep(0.1)
+    # The stopped run's model call is answered now. Once a later turn of the same
+    # conversation is answered too, that answer has come and gone.
+    await bot.say("om_after", "still there?")
+    await bot.reply("om_after")
+    await bot.settle()
     assert bot.replies_to("om_long") == []
     assert (await bot.services.ledger.get("om_long")).state == "done"
     runs = await RunStore(bot.services.database).recent()
-    assert runs[0].status == "cancelled"
+    assert [run.status for run in runs if run.message_id == "om_long"] == ["cancelled"]
 
     await bot.say("om_stop2", "/stop")
     assert await bot.reply("om_stop2") == texts.NOTHING_TO_STOP
 
 
-async def test_a_message_during_a_run_joins_it(bot):
+async def test_a_message_during_a_run_joins_it(bot, caplog):
+    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
     gate = HoldFirstLoopCall()
     bot.llm_server.handler = gate
     await bot.say("om_q", "compare Paris and Rome")
     await gate.entered.wait()
     await bot.say("om_more", "also Berlin")
-    await asyncio.sleep(0.1)
+    await bot.wait_for(lambda: "message om_more joined conversation" in caplog.text)
     gate.release.set()
     await bot.reply("om_q")
     await bot.settle()

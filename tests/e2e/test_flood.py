@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from bot.engine import ContextGuard, Message
@@ -37,6 +39,7 @@ BUDGET = 16_000  # tokens: small, so the history of 20 KB messages needs compact
 PROVIDER_LIMIT_BYTES = 1_000_000
 # What every request must stay under: the budget (~4 characters a token) plus JSON.
 REQUEST_LIMIT_BYTES = 100_000
+OUTCOMES = ("joined", "queued", "refused")  # of handing a message to its conversation
 
 
 def marker(index: int) -> str:
@@ -84,6 +87,17 @@ def estimate(body: Mapping[str, Any]) -> int:
     return ContextGuard(BUDGET).tokens(messages)
 
 
+def submitted(caplog: pytest.LogCaptureFixture) -> set[str]:
+    """The messages handed to their conversation: for each, the handler logs
+    "message <id> <joined|queued|refused> conversation <key>"."""
+    handed = set()
+    for record in caplog.records:
+        words = record.getMessage().split()
+        if len(words) == 5 and words[0] == "message" and words[2] in OUTCOMES:
+            handed.add(words[1])
+    return handed
+
+
 async def history_message_ids(bot: Bot) -> list[str]:
     table = ConversationMessageRow.__table__
     statement = select(table.c.message_id).where(table.c.role == "user")
@@ -94,8 +108,9 @@ async def history_message_ids(bot: Bot) -> list[str]:
 
 
 async def test_a_flood_in_a_shared_group_is_bounded_and_every_message_accounted_for(
-    tmp_path, feishu, llm_server
+    tmp_path, feishu, llm_server, caplog
 ):
+    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
     model = HeldModel()
     llm_server.handler = model
     settings = settings_for(
@@ -123,7 +138,7 @@ async def test_a_flood_in_a_shared_group_is_bounded_and_every_message_accounted_
 
         # Every message has been taken in (waiting or joined) or refused.
         await bot.wait_for(lambda: len(bot.services.in_flight) + len(refused()) == FLOOD + 1, 30)
-        await asyncio.sleep(0.2)
+        await bot.wait_for(lambda: submitted(caplog) >= set(ids), 30)
         model.release.set()
         await bot.settle(within=60)
 

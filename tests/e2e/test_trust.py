@@ -8,7 +8,6 @@ encrypted as Feishu sends them; the fake Feishu and the fake model speak the rea
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -78,7 +77,7 @@ async def test_read_only_on_cancels_a_pending_write_and_the_model_is_told(
         # The approver clicks anyway, on the card as it was: nothing runs.
         late = await bot.click(approve, by=ADMIN, card_message_id=card.message_id)
         assert late["toast"]["type"] == "info" and header(late["card"]["data"]) == "Cancelled"
-        await asyncio.sleep(0.2)
+        await bot.settle()  # nothing was started by it
     assert deployer.runs == []
     assert any("read-only mode" in text for text in tool_observations(llm_server))
 

@@ -63,7 +63,8 @@ async def test_redeliveries_and_racing_duplicates_are_answered_once(bot):
     await bot.settle()
     # Redelivered later (Feishu retries after 15 s, 5 min, ...).
     assert await bot.push(envelope) == 200
-    await asyncio.sleep(0.2)
+    # The delivery was dropped or taken in before its 200; taken in, it is in flight.
+    await bot.settle()
     assert len(bot.replies_to("om_dup")) == 1
     assert len(bot.llm_server.requests) == 2  # one tool-loop call, one synthesis
 
@@ -109,7 +110,7 @@ async def test_forged_or_broken_requests_are_refused_and_nothing_runs(bot, case,
     assert got == status
     assert answer["msg"]
     assert ENCRYPT_KEY not in caplog.text and VERIFICATION_TOKEN not in caplog.text
-    await asyncio.sleep(0.05)
+    await bot.settle()  # refused before anything was taken in: nothing is in flight
     assert bot.feishu.sent == []
     assert await bot.services.ledger.get(f"om_{case}") is None
     # The server keeps going.
@@ -128,7 +129,7 @@ async def test_stale_messages_are_dropped(bot, caplog):
     caplog.set_level(logging.INFO, logger="bot")
     old = int((time.time() - 3600) * 1000)
     assert await bot.say("om_old", "from an hour ago", create_time_ms=old) == 200
-    await asyncio.sleep(0.2)
+    await bot.settle()
     assert bot.replies_to("om_old") == []
     assert "stale" in caplog.text
 
@@ -180,7 +181,7 @@ async def test_other_event_types_are_acknowledged_and_ignored(bot):
     )
     envelope["header"]["event_type"] = "im.message.reaction.created_v1"
     assert await bot.push(envelope) == 200
-    await asyncio.sleep(0.1)
+    await bot.settle()
     assert bot.feishu.sent == []
 
 

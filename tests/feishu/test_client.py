@@ -31,6 +31,7 @@ from bot.feishu import (
 
 from fakes.feishu_server import FakeFeishu
 from support.feishu import feishu_config
+from support.waiting import wait_until
 
 REPLY = r"/reply$"
 TEXT = json.dumps({"text": "hello"})
@@ -146,7 +147,7 @@ async def test_token_manager_single_flight_survives_a_cancelled_waiter():
     tokens = TenantTokenManager(fetch)
     first = asyncio.create_task(tokens.get())
     second = asyncio.create_task(tokens.get())
-    await asyncio.sleep(0)
+    await wait_until(lambda: calls == 1)  # the fetch is under way, both waiting on it
     first.cancel()
     release.set()
 

@@ -14,6 +14,7 @@ from bot.feishu.live_card import StepLine
 
 from fakes.feishu_server import FakeFeishu
 from support.feishu import feishu_config
+from support.waiting import wait_until
 
 
 @pytest.fixture
@@ -101,8 +102,7 @@ async def test_steps_are_shown_with_their_state(fake, client):
     reply = live(client)
     reply.view.steps.append(StepLine("c1", "sql_query", '{"q": "select 1"}'))
     reply.touch()
-    await asyncio.sleep(0.05)
-    (card,) = cards_of(fake)
+    (card,) = await wait_until(lambda: cards_of(fake))  # the card is out, with its steps
     assert "⏳ `sql_query`" in card.element("steps")["content"]
     assert card.element("answer")["content"] == "_Working on it…_"
     reply.view.steps[0].state = "ok"

@@ -276,14 +276,17 @@ async def test_aclose_lets_running_handlers_answer_then_closes(gateway, handlers
 
 
 async def test_aclose_does_not_wait_forever_for_a_stuck_handler(gateway, handlers):
+    entered = asyncio.Event()
+
     async def stuck(event: VerifiedEvent) -> None:
+        entered.set()
         await asyncio.Event().wait()
 
     handlers.before_event = stuck
     async with running(gateway, handlers, close_grace=0.1) as connection:
         link = await gateway.wait_connections(1)
         frame_id = await gateway.push_event(message("om_stuck"))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(entered.wait(), 2.0)  # the frame is being handled
         loop = asyncio.get_running_loop()
         began = loop.time()
         await asyncio.wait_for(connection.aclose(), 2.0)

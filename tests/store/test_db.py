@@ -9,11 +9,13 @@ import time
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from bot.store import Database, DatabaseConfigError, normalize_url
 from bot.store import db as db_module
 
+from support.postgres import fetchval
 from support.waiting import wait_until
 
 
@@ -203,7 +205,18 @@ async def test_a_cancelled_caller_leaves_no_open_transaction(db, migrated_url):
     assert _try_begin_immediate(path)
 
 
-async def test_a_cancelled_postgresql_transaction_rolls_back(db):
+async def _running(url: str, statement: str, count: int = 1) -> bool:
+    """Whether ``count`` sessions of this database are running ``statement`` (seen from
+    another session, in pg_stat_activity)."""
+    running = await fetchval(
+        make_url(url),
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        f" AND state = 'active' AND query = '{statement}'",
+    )
+    return running >= count
+
+
+async def test_a_cancelled_postgresql_transaction_rolls_back(db, migrated_url):
     if db.dialect != "postgresql":
         pytest.skip("PostgreSQL")
 
@@ -212,7 +225,7 @@ async def test_a_cancelled_postgresql_transaction_rolls_back(db):
         connection.execute(text("SELECT pg_sleep(10)"))
 
     task = asyncio.create_task(db.transact(slow_insert))
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: _running(migrated_url, "SELECT pg_sleep(10)"))  # the insert is in
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -280,12 +293,15 @@ async def test_two_databases_on_one_sqlite_file_both_write(db, other_db, migrate
     if db.dialect != "sqlite":
         pytest.skip("SQLite writers")
 
+    held = threading.Event()
+
     def hold_the_lock(connection) -> None:
         _insert(connection, "held", 0)
+        held.set()
         time.sleep(0.3)  # the other writer waits on its busy timeout meanwhile
 
     holding = asyncio.create_task(db.transact(hold_the_lock))
-    await asyncio.sleep(0.05)
+    assert await asyncio.to_thread(held.wait, 10)
     await asyncio.gather(
         holding,
         *((db if n % 2 else other_db).transact(_insert, f"t{n:02}", n + 1) for n in range(40)),
@@ -425,7 +441,7 @@ async def test_a_connection_killed_while_idle_is_replaced_and_nothing_runs_twice
     assert await _ids(db) == ["after"]  # rolled back, and not run a second time
 
 
-async def test_urgent_transactions_pass_the_background_ones(db):
+async def test_urgent_transactions_pass_the_background_ones(db, migrated_url):
     """The claim behind a webhook's ACK does not queue behind replies writing their turns."""
     if db.dialect != "postgresql":
         pytest.skip("PostgreSQL")
@@ -437,7 +453,12 @@ async def test_urgent_transactions_pass_the_background_ones(db):
         asyncio.create_task(db.transact(slow))
         for _ in range(db_module.POSTGRES_BACKGROUND_TRANSACTIONS + 1)
     ]
-    await asyncio.sleep(0.1)
+    # Every background slot is taken by a sleeping transaction (the last one waits).
+    await wait_until(
+        lambda: _running(
+            migrated_url, "SELECT pg_sleep(0.5)", db_module.POSTGRES_BACKGROUND_TRANSACTIONS
+        )
+    )
     started = time.monotonic()
     await db.transact(_insert, "urgent", 1, urgent=True)
     assert time.monotonic() - started < 0.4  # not behind the sleeping ones
