@@ -31,11 +31,13 @@ from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import EventIntake, InFlight
+from bot.runtime.media import MediaReader
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.run_events import RunEventHub
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnRunner
+from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,
     ConversationStore,
@@ -98,6 +100,7 @@ class Built:
     hub: ConnectorHub
     model: LLM
     owns_model: bool
+    vision_model: OpenAICompatibleLLM | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +113,9 @@ class _Foundation:
     identity: BotIdentity
     model: LLM
     metered: MeteredLLM
+    # Images as text, for a main model without vision (or that refuses images).
+    image_text: ImageText
+    vision_model: OpenAICompatibleLLM | None
     owner: str
     clock: Callable[[], float]
     metrics: Metrics
@@ -133,6 +139,7 @@ async def build_services(settings: Settings, overrides: Overrides, metrics: Metr
         hub=tools.hub,
         model=base.model,
         owns_model=overrides.llm is None and isinstance(base.model, OpenAICompatibleLLM),
+        vision_model=base.vision_model,
     )
 
 
@@ -177,6 +184,17 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
     feishu = FeishuClient(settings.feishu(), on_call=on_call)
     await api_usage.refresh()  # the month's total so far, before the first answer
     model = overrides.llm or default_llm(settings)
+    vision_config = settings.vision_llm()
+    vision_model = (
+        None
+        if vision_config is None
+        else OpenAICompatibleLLM(
+            base_url=vision_config.base_url,
+            api_key=vision_config.api_key,
+            model=vision_config.model,
+        )
+    )
+    image_text = ImageText(None if vision_model is None else ImageDescriber(vision_model))
     identity = BotIdentity(feishu)
     identity.start()
     interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
@@ -188,7 +206,9 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         api_usage=api_usage,
         identity=identity,
         model=model,
-        metered=MeteredLLM(model, metrics),
+        metered=MeteredLLM(ImageFallbackLLM(model, image_text), metrics),
+        image_text=image_text,
+        vision_model=vision_model,
         owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
         clock=clock,
         metrics=metrics,
@@ -359,6 +379,7 @@ def _turn_runner(
         clock=base.clock,
         on_run=base.metrics.run_finished,
         events=run_events,
+        media=MediaReader(base.feishu, settings.media(), base.image_text),
     )
 
 

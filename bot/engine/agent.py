@@ -161,17 +161,7 @@ class ReActAgent:
                 Message.user(query, pinned=True, kind="query", images=tuple(images))
             )
         result = self._result(loop, run, time.perf_counter() - started)
-        sink.emit(
-            DoneEvent(
-                result.status,
-                result.iterations,
-                result.usage,
-                result.elapsed,
-                len(result.steps),
-                result.model,
-                result.error,
-            )
-        )
+        sink.emit(_done(result))
         await sink.aclose()
         return result
 
@@ -275,6 +265,18 @@ class ReActAgent:
             model=getattr(self.llm, "model", None),
             compactions=loop.compactions,
         )
+
+
+def _done(result: AgentResult) -> DoneEvent:
+    return DoneEvent(
+        result.status,
+        result.iterations,
+        result.usage,
+        result.elapsed,
+        len(result.steps),
+        result.model,
+        result.error,
+    )
 
 
 def _as_history(message: Message) -> Message:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, Message, ReActAgent, RunEvent
+from bot.engine import AgentResult, ReActAgent, RunEvent, Usage
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.events import InboundMessage
 from bot.governance.origin import Origin
@@ -34,6 +34,8 @@ from bot.store import (
 from . import texts
 from .intake import InFlight
 from .live import LiveAnswer
+from .media import MediaReader
+from .questions import Question, build_question, problems_text
 from .run_events import RunEventHub, RunPublisher
 
 logger = logging.getLogger(__name__)
@@ -96,7 +98,10 @@ class TurnRunner:
         clock: Callable[[], float] = time.time,
         on_run: RunObserver | None = None,
         events: RunEventHub | None = None,
+        media: MediaReader | None = None,
     ) -> None:
+        # Reads the images and files of a message (None: the bot reads only text).
+        self._media = media
         self._on_run = on_run
         # Every run's events (steps, answer deltas, done), for the web console.
         self._events = events if events is not None else RunEventHub(clock=clock)
@@ -148,8 +153,7 @@ class TurnRunner:
         started_at = self._clock()
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
-        early = turn.interrupts.drain()
-        query = "\n".join([message.text, *early])
+        question = await build_question(message, turn.interrupts.drain(), loaded, self._media)
         agent = await self._agent_factory()
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(
@@ -162,18 +166,36 @@ class TurnRunner:
         )
         opened.append(events)
         live = LiveAnswer(self._live_reply(message), on_answer=events.answer)
-        result = await agent.run(
-            query,
-            history=[Message(h.role, h.content, kind="history") for h in loaded.history],
-            interrupt_queue=turn.interrupts,
-            on_event=_fan_out(events.on_event, live.on_event),
-            deps=_turn_context(message, start, live, turn.slot),
-            run_id=run_id,
+        if question.problems:  # what could not be read is said first, whatever follows
+            live.add_answer(problems_text(question.problems) + "\n\n")
+        answer: str | None
+        outcome: ReplyOutcome | None
+        if not question.answerable:
+            turn.close()
+            result = _nothing_to_run(run_id, start.model)
+            answer, outcome = live.reply.view.answer.strip(), await live.reply.finish()
+        else:
+            result = await agent.run(
+                question.query,
+                history=question.history,
+                images=question.images,
+                interrupt_queue=turn.interrupts,
+                on_event=_fan_out(events.on_event, live.on_event),
+                deps=_turn_context(message, start, live, turn.slot),
+                run_id=run_id,
+            )
+            # The agent reads no more interrupts: later messages start the next turn.
+            turn.close()
+            answer, outcome = await self._answer(message, agent, question, result, live, start)
+        finished = _finished_turn(
+            turn, message, question, start, result, answer, outcome, self._owner
         )
-        # The agent reads no more interrupts: later messages start the next turn.
-        turn.close()
-        answer, outcome = await self._answer(message, agent, query, result, live, started_at)
-        finished = _finished_turn(turn, message, start, result, answer, outcome, self._owner)
+        await self._record(finished, result, events)
+        return result.status
+
+    async def _record(
+        self, finished: FinishedTurn, result: AgentResult, events: RunPublisher
+    ) -> None:
         _log_finished(finished, result)
         conversation_id = await self._journal.finish_turn(finished)
         # After the answer finished and the run is on record: a console that sees ``done``
@@ -188,16 +210,15 @@ class TurnRunner:
         )
         for message_id in finished.completed_message_ids:
             self._in_flight.done(message_id)
-        return result.status
 
     async def _answer(
         self,
         message: InboundMessage,
         agent: ReActAgent,
-        query: str,
+        question: Question,
         result: AgentResult,
         live: LiveAnswer,
-        started_at: float,
+        start: _Started,
     ) -> tuple[str | None, ReplyOutcome | None]:
         """Stream the answer into the live card; returns the answer text and the outcome."""
         if result.status in ("cancelled", "error"):  # no answer is streamed: count it now
@@ -212,7 +233,7 @@ class TurnRunner:
             text = _error_text(result)
             live.add_answer(text)
             return text, await live.reply.finish()
-        async for delta in agent.stream_answer(query, result):
+        async for delta in agent.stream_answer(question.query, result):
             live.add_answer(delta)
         answer = live.reply.view.answer.strip()
         if not answer:  # synthesis said nothing at all: show what the run found
@@ -220,7 +241,7 @@ class TurnRunner:
             live.add_answer(answer)
         # After the answer streamed, so its tokens count too (``total_usage`` includes them).
         usage_line = await self._usage(message, result)
-        footer = _footer(result, self._clock() - started_at, getattr(agent.llm, "model", ""))
+        footer = _footer(result, self._clock() - start.started_at, start.model)
         if usage_line:
             footer = f"{footer} · {usage_line}"
         return answer, await live.reply.finish(footer)
@@ -315,6 +336,7 @@ def _turn_context(
 def _finished_turn(
     turn: Turn,
     message: InboundMessage,
+    question: Question,
     start: _Started,
     result: AgentResult,
     answer: str | None,
@@ -322,7 +344,7 @@ def _finished_turn(
     owner: str,
 ) -> FinishedTurn:
     """The turn as the journal records it: its messages, its answer and its run."""
-    entries = [HistoryEntry("user", message.text, message.message_id)]
+    entries = [HistoryEntry("user", question.remembered, message.message_id)]
     entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
     if answer:
         entries.append(HistoryEntry("assistant", answer))
@@ -348,6 +370,20 @@ def _finished_turn(
         completed_message_ids=tuple(job.message_id for job in (turn.job, *turn.joined)),
         owner=owner,
         reply_message_id=reply_ids[0] if reply_ids else None,
+    )
+
+
+def _nothing_to_run(run_id: str, model: str) -> AgentResult:
+    """The record of a turn that had nothing to ask the model (only unreadable files)."""
+    return AgentResult(
+        answer="",
+        messages=[],
+        iterations=0,
+        steps=[],
+        usage=Usage(),
+        elapsed=0.0,
+        run_id=run_id,
+        model=model,
     )
 
 
