@@ -23,6 +23,8 @@ from .errors import (
     FeishuError,
     FeishuMessageGone,
     FeishuRateLimited,
+    FeishuResourceTooLarge,
+    FeishuResourceUnavailable,
     FeishuScopeMissing,
     FeishuSequenceError,
     FeishuStreamingClosed,
@@ -35,6 +37,8 @@ from .tokens import TenantTokenManager
 
 if TYPE_CHECKING:
     from .client import BotInfo, FeishuClient, SentMessage
+    from .fetched import FetchedMessage
+    from .resources import Resource
 
 __all__ = [
     "ADMIN_ACTION",
@@ -49,12 +53,16 @@ __all__ = [
     "FeishuError",
     "FeishuMessageGone",
     "FeishuRateLimited",
+    "FeishuResourceTooLarge",
+    "FeishuResourceUnavailable",
     "FeishuScopeMissing",
     "FeishuSequenceError",
     "FeishuStreamingClosed",
     "FeishuTokenInvalid",
     "FeishuTooLarge",
     "FeishuTransportError",
+    "FetchedMessage",
+    "Resource",
     "SentMessage",
     "TenantTokenManager",
     "admin_button_value",
@@ -70,4 +78,12 @@ def __getattr__(name: str) -> Any:
         from . import client
 
         return getattr(client, name)
+    if name == "Resource":
+        from .resources import Resource
+
+        return Resource
+    if name == "FetchedMessage":
+        from .fetched import FetchedMessage
+
+        return FetchedMessage
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -68,8 +68,10 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.core.exception import UnmarshalException
 
+from .answers import envelope
 from .config import FeishuConfig
-from .errors import FeishuError, FeishuTokenInvalid, FeishuTransportError, error_for
+from .errors import FeishuError, FeishuResourceTooLarge, FeishuTokenInvalid, FeishuTransportError
+from .resources import ResourceCalls
 from .tokens import TenantTokenManager
 from .transport import PooledTransport
 
@@ -100,8 +102,12 @@ class SentMessage:
     thread_id: str | None
 
 
-class FeishuClient:
-    """Async Feishu API calls for one app. Build one per process; ``aclose()`` at the end."""
+class FeishuClient(ResourceCalls):
+    """Async Feishu API calls for one app. Build one per process; ``aclose()`` at the end.
+
+    Message resources, message reads and uploads (``download_resource``, ``get_message``,
+    ``upload_image``, ``upload_file``) come from :class:`~bot.feishu.resources.ResourceCalls`.
+    """
 
     def __init__(
         self,
@@ -363,24 +369,29 @@ class FeishuClient:
 
         return await self._call(endpoint, send)
 
-    async def _call(self, endpoint: str, send: Send) -> tuple[Any, dict[str, Any]]:
-        """One API call with the current token; on a token error, refresh and retry once."""
+    async def _call(
+        self, endpoint: str, send: Send, *, binary: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        """One API call with the current token; on a token error, refresh and retry once.
+
+        ``binary``: a 2xx answer is a file, not JSON (the body returned is then ``{}``).
+        """
         token = await self.tokens.get()
         try:
-            return await self._send(endpoint, send, _option(token))
+            return await self._send(endpoint, send, _option(token), binary=binary)
         except FeishuTokenInvalid:
             self.tokens.invalidate(token)
         token = await self.tokens.get()
-        return await self._send(endpoint, send, _option(token))
+        return await self._send(endpoint, send, _option(token), binary=binary)
 
     async def _send(
-        self, endpoint: str, send: Send, option: lark.RequestOption
+        self, endpoint: str, send: Send, option: lark.RequestOption, *, binary: bool = False
     ) -> tuple[Any, dict[str, Any]]:
         """One HTTP attempt: count it, classify the outcome, return (SDK response, body)."""
         self.call_counts[endpoint] += 1
         try:
             response = await send(option)
-            body = _envelope(endpoint, response.raw)
+            body = envelope(endpoint, response.raw, binary=binary)
         except _TRANSPORT_ERRORS as exc:
             reason = f"no usable answer ({type(exc).__name__}: {exc})"[:300]
             error = FeishuTransportError(None, reason, endpoint=endpoint)
@@ -401,6 +412,8 @@ class FeishuClient:
             code = "0"
         elif error.code:
             code = str(error.code)
+        elif isinstance(error, FeishuResourceTooLarge):  # refused by us, not by Feishu
+            code = "too_large"
         else:  # no Feishu code: no usable answer, or an HTTP 429 without one
             code = f"http_{error.http_status}" if error.http_status == 429 else "transport"
         self._on_call(endpoint, code)
@@ -492,36 +505,6 @@ def _checked_sequence(sequence: int) -> int:
     if not 1 <= sequence <= _MAX_SEQUENCE:
         raise ValueError(f"sequence {sequence} is outside 1..{_MAX_SEQUENCE}")
     return sequence
-
-
-def _envelope(endpoint: str, raw: lark.RawResponse | None) -> dict[str, Any]:
-    """The parsed body; raises the mapped FeishuError when it reports a failure."""
-    if raw is None:
-        raise FeishuTransportError(None, "no response", endpoint=endpoint)
-    status = raw.status_code
-    try:
-        body = json.loads(raw.content or b"")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not isinstance(body.get("code"), int):
-        reason = f"no Feishu JSON in the answer (HTTP {status})"
-        raise FeishuTransportError(None, reason, endpoint=endpoint, http_status=status)
-    code, msg = body["code"], str(body.get("msg") or "")
-    if code == 0 and status != 429:
-        return body
-    headers = {str(k).lower(): str(v) for k, v in (raw.headers or {}).items()}
-    raw_error = body.get("error")
-    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
-    log_id = error.get("log_id") or headers.get("x-tt-logid")
-    raise error_for(
-        code,
-        msg,
-        endpoint=endpoint,
-        log_id=log_id,
-        http_status=status,
-        headers=headers,
-        error=error,
-    )
 
 
 def _tame_sdk_logger() -> None:

@@ -12,6 +12,9 @@
     ├── FeishuStreamingClosed   300309, 200850                          streaming mode ended
     ├── FeishuTokenInvalid      99991661, 99991663, 99991668, 99991677  refresh once
     ├── FeishuScopeMissing      99991672  (.scopes)                     tell the admin
+    ├── FeishuResourceTooLarge  234037, or over our own download limit  say so, with the limit
+    │                           (code None; .size, .limit, .read)
+    ├── FeishuResourceUnavailable  234003, 234004, 234043               the file cannot be had
     └── FeishuTransportError    no usable answer: network, timeout,     retryable
                                 non-JSON body (a gateway 502 page)
 
@@ -101,6 +104,44 @@ class FeishuScopeMissing(FeishuError):
         super().__init__(*args, **kwargs)
 
 
+class FeishuResourceTooLarge(FeishuError):
+    """A message resource is over a download limit: ours (``code`` None, refused before or
+    while reading the body) or Feishu's 100 MB (234037).
+
+    ``size`` is the size the answer declared (None when it did not say, or said nothing
+    we could trust), ``limit`` the limit in bytes, ``read`` how many body bytes were read
+    before refusing (0 when the declared size was enough to refuse).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        size: int | None = None,
+        limit: int | None = None,
+        read: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        self.size = size
+        self.limit = limit
+        self.read = read
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def over_limit(
+        cls, *, size: int | None, limit: int, read: int, endpoint: str
+    ) -> FeishuResourceTooLarge:
+        """Our own refusal: the file was (or declared it would be) over ``limit``."""
+        said = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+        msg = f"the file is {said}, over the limit of {limit} bytes"
+        return cls(None, msg, endpoint=endpoint, size=size, limit=limit, read=read)
+
+
+class FeishuResourceUnavailable(FeishuError):
+    """The resource cannot be downloaded from that message: the key is not in it (or it
+    expired, or the message was recalled), the bot is not in its chat, or Feishu serves
+    no resources for that kind of message (stickers, cards)."""
+
+
 class FeishuTransportError(FeishuError):
     """No usable answer: network failure, timeout, or a body that is not Feishu JSON."""
 
@@ -116,6 +157,9 @@ class _Code:
     msg: str
     hint: str = ""
 
+
+# Feishu's own limit on a message resource download (documented: 100 MB).
+FEISHU_DOWNLOAD_LIMIT = 100 * 1024 * 1024
 
 _WRONG_FIELD_TYPE = (
     "a field value has the wrong type for its column (text: string, number: number, "
@@ -188,6 +232,29 @@ CODES: dict[int, _Code] = {
     230099: _Code(FeishuCardInvalid, "Failed to create card content."),
     230110: _Code(FeishuMessageGone, "Action unavailable as the message has been deleted."),
     231003: _Code(FeishuMessageGone, "The message is not found, maybe not exist or deleted."),
+    # Message resources (GET /im/v1/messages/:id/resources/:key). Codes and meanings as
+    # Feishu documents them and as other bots handle them (openclaw, larksuite/cli):
+    # answered with HTTP 400 and a JSON body instead of the file.
+    234001: _Code(
+        FeishuError,
+        "Invalid request param.",
+        "Feishu rejected the resource request (message id, key or type image/file)",
+    ),
+    234003: _Code(
+        FeishuResourceUnavailable,
+        "File not in msg.",
+        "that key is not in that message (or it expired, or the message was recalled); "
+        "a forwarded message's files are fetched with the forward's own message id",
+    ),
+    234004: _Code(
+        FeishuResourceUnavailable, "App not in chat.", "the bot is not in the chat of that message"
+    ),
+    234037: _Code(FeishuResourceTooLarge, "", "the file is over Feishu's download limit of 100 MB"),
+    234043: _Code(
+        FeishuResourceUnavailable,
+        "",
+        "Feishu serves no files for that kind of message (cards, forwarded sub-messages)",
+    ),
     300301: _Code(FeishuCardInvalid, "duplicate element_id"),  # duplicate element_id
     300302: _Code(FeishuCardInvalid, "update_multi must be true"),  # update_multi must be true
     300303: _Code(FeishuCardInvalid, "card schema must be 2.0"),  # not a schema 2.0 card
@@ -312,6 +379,8 @@ def error_for(
         return FeishuRateLimited(code, msg, retry_after=_retry_after(headers), **common)
     if cls is FeishuScopeMissing:
         return FeishuScopeMissing(code, msg, scopes=_scopes(msg, error), **common)
+    if cls is FeishuResourceTooLarge:
+        return FeishuResourceTooLarge(code, msg, limit=FEISHU_DOWNLOAD_LIMIT, **common)
     return cls(code, msg, **common)
 
 

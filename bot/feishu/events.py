@@ -21,6 +21,10 @@ Decisions worth knowing:
   other message types described (``[image]``, ``[file: report.pdf]``, ``[card]`` + its text…).
   Only the outer whitespace and the gap left by the removed bot mention are tidied.
 - Mentions found only as post ``at`` tags (no ``mentions`` entry) are added with key ``""``.
+- ``attachments``: the file of an image, file, audio, media or sticker message (with its
+  name, duration and size when given) and every ``img``/``media`` of a post, in order
+  (:mod:`bot.feishu.content`). A merge_forward carries none: the messages it forwards come
+  from ``FeishuClient.get_message``, read by ``message_content`` the same way.
 - ``tenant_key`` is the event's tenant (``header.tenant_key``), else the sender's.
 - Also accepted, for other SDKs' layouts: an envelope whose ``event`` fields sit at the top
   level (node-sdk), and card callbacks with ``open_message_id``/``open_chat_id`` outside
@@ -35,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .content import Attachment, decode_content, describe, non_negative_int
 from .post import REMOVED, Inline, flatten_card, flatten_post, join_inline
 
 __all__ = [
@@ -47,6 +52,7 @@ __all__ = [
     "Mention",
     "Rejected",
     "event_type",
+    "message_content",
     "parse_card_action",
     "parse_message_event",
 ]
@@ -55,7 +61,6 @@ MESSAGE_EVENT = "im.message.receive_v1"
 CARD_ACTION_EVENT = "card.action.trigger"
 ALL_MENTION_KEY = "@_all"
 
-_DIGITS = re.compile(r"[0-9]{1,20}")
 # Mention placeholders in text ("@_user_1", "@_all"); longer keys are not Feishu's.
 _PLACEHOLDER = re.compile(r"@_[A-Za-z0-9_]{1,62}")
 _EVENT_TYPE = re.compile(r"[A-Za-z0-9_.\-]{1,80}")
@@ -68,13 +73,6 @@ class Mention:
     open_id: str = ""
     union_id: str = ""
     user_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    kind: str  # "image" | "file" | "audio" | "media" | "sticker"
-    key: str  # image_key or file_key
-    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +212,7 @@ def parse_message_event(
         root_id=_s(message.get("root_id")),
         parent_id=_s(message.get("parent_id")),
         thread_id=_s(message.get("thread_id")),
-        create_time_ms=_non_negative_int(message.get("create_time")),
+        create_time_ms=non_negative_int(message.get("create_time")),
         mentions=tuple(book.mentions),
         mentions_bot=any(book.is_bot(m) for m in book.mentions),
         attachments=attachments,
@@ -224,7 +222,7 @@ def parse_message_event(
 def _message_body(
     message_type: str, raw: Any, book: _MentionBook
 ) -> tuple[str, tuple[Attachment, ...]] | Rejected:
-    content, problem = _decode_content(raw)
+    content, problem = decode_content(raw)
     if message_type == "text":
         if content is None:
             return Rejected(f"text message content {problem}")
@@ -236,55 +234,24 @@ def _message_body(
         if flat is None:
             return Rejected("post message content has no post body")
         return flat.text, tuple(Attachment(kind, key) for kind, key in flat.attachments)
-    # Other types are described; their content may be absent or not JSON (merge_forward).
-    return _describe(message_type, content or {})
-
-
-def _decode_content(raw: Any) -> tuple[Mapping[str, Any] | None, str]:
-    """The decoded ``message.content`` object, or None and what is wrong with it."""
-    if isinstance(raw, Mapping):  # already decoded by whoever handed it to us
-        return raw, ""
-    if not isinstance(raw, str) or not raw.strip():
-        return None, "is missing"
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None, "is not valid JSON"
-    if not isinstance(value, Mapping):
-        return None, "is not a JSON object"
-    return value, ""
-
-
-def _describe(message_type: str, content: Mapping[str, Any]) -> tuple[str, tuple[Attachment, ...]]:
-    def get(name: str) -> str:
-        return _s(content.get(name)).strip()
-
-    if message_type in ("image", "file", "audio", "media", "sticker"):
-        key = get("image_key") if message_type == "image" else get("file_key")
-        name = get("file_name")
-        attachments = (Attachment(message_type, key, name),) if key else ()
-        return _attachment_text(message_type, name, content.get("duration")), attachments
     if message_type == "interactive":
-        card_text = flatten_card(content)
+        card_text = flatten_card(content or {})
         return ("[card]\n" + card_text if card_text else "[card]"), ()
-    label, detail = {
-        "share_chat": ("shared group", get("chat_name") or get("chat_id")),
-        "share_user": ("shared contact", get("user_id")),
-        "merge_forward": ("forwarded messages", ""),
-        "location": ("location", get("name")),
-        "system": ("system message", ""),
-    }.get(message_type, (f"{message_type[:40]} message" if message_type else "message", ""))
-    return (f"[{label}: {detail}]" if detail else f"[{label}]"), ()
+    # Other types are described; their content may be absent or not JSON (merge_forward).
+    return describe(message_type, content or {})
 
 
-def _attachment_text(message_type: str, name: str, duration: Any) -> str:
-    label = "video" if message_type == "media" else message_type
-    if message_type == "audio":
-        ms = _non_negative_int(duration)
-        return f"[audio: {max(1, round(ms / 1000))}s]" if ms else "[audio]"
-    if message_type in ("file", "media") and name:
-        return f"[{label}: {name}]"
-    return f"[{label}]"
+def message_content(
+    message_type: str, content: Any, mentions: Any, *, bot_open_id: str | None = None
+) -> tuple[str, tuple[Attachment, ...], tuple[Mention, ...]]:
+    """A message's text, attachments and mentions, read as an event's are, from any
+    layout (``mentions`` as events or the message APIs send them). Never raises: content
+    that cannot be read gives ``""`` and no attachments."""
+    book = _MentionBook(mentions, bot_open_id)
+    body = _message_body(message_type, content, book)
+    if isinstance(body, Rejected):
+        return "", (), tuple(book.mentions)
+    return body[0], body[1], tuple(book.mentions)
 
 
 class _MentionBook:
@@ -444,7 +411,7 @@ def parse_card_action(envelope: Mapping[str, Any]) -> CardAction | Rejected:
         open_message_id=context_id("open_message_id"),
         open_chat_id=context_id("open_chat_id"),
         update_token=_s(event.get("token")),
-        create_time_us=_non_negative_int(header.get("create_time")),
+        create_time_us=non_negative_int(header.get("create_time")),
     )
 
 
@@ -504,19 +471,6 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 def _m(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _non_negative_int(value: Any) -> int:
-    """Feishu sends times as strings of digits; numbers are accepted too."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float):
-        return int(value) if 0 <= value < 1e20 else 0
-    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
-        return int(value.strip())
-    return 0
 
 
 def _type_name(value: Any) -> str:
