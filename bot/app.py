@@ -125,8 +125,8 @@ def _lifecycle(
             await built.hub.aclose()
             if built.owns_model and isinstance(built.model, OpenAICompatibleLLM):
                 await built.model.aclose()
-            if built.vision_model is not None:
-                await built.vision_model.aclose()
+            for client in built.extra_models:
+                await client.aclose()
 
     return lifecycle
 

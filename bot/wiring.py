@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bot.config import RuntimeConfig, Settings
+from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
 from bot.engine import LLM, Hook, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
 from bot.engine.interrupts import InterruptLimits
@@ -31,7 +31,7 @@ from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import EventIntake, InFlight
-from bot.runtime.media import MediaReader
+from bot.runtime.media import MediaReader, Transcribe
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.run_events import RunEventHub
@@ -100,7 +100,7 @@ class Built:
     hub: ConnectorHub
     model: LLM
     owns_model: bool
-    vision_model: OpenAICompatibleLLM | None = None
+    extra_models: tuple[OpenAICompatibleLLM, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +115,9 @@ class _Foundation:
     metered: MeteredLLM
     # Images as text, for a main model without vision (or that refuses images).
     image_text: ImageText
-    vision_model: OpenAICompatibleLLM | None
+    # Clients of our own beside the main model (the vision and transcription models).
+    extra_models: tuple[OpenAICompatibleLLM, ...]
+    transcribe: Transcribe | None
     owner: str
     clock: Callable[[], float]
     metrics: Metrics
@@ -139,7 +141,7 @@ async def build_services(settings: Settings, overrides: Overrides, metrics: Metr
         hub=tools.hub,
         model=base.model,
         owns_model=overrides.llm is None and isinstance(base.model, OpenAICompatibleLLM),
-        vision_model=base.vision_model,
+        extra_models=base.extra_models,
     )
 
 
@@ -185,16 +187,9 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
     await api_usage.refresh()  # the month's total so far, before the first answer
     model = overrides.llm or default_llm(settings)
     vision_config = settings.vision_llm()
-    vision_model = (
-        None
-        if vision_config is None
-        else OpenAICompatibleLLM(
-            base_url=vision_config.base_url,
-            api_key=vision_config.api_key,
-            model=vision_config.model,
-        )
-    )
+    vision_model = None if vision_config is None else _client(vision_config)
     image_text = ImageText(None if vision_model is None else ImageDescriber(vision_model))
+    listener, transcribe = _transcriber(settings)
     identity = BotIdentity(feishu)
     identity.start()
     interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
@@ -208,7 +203,8 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         model=model,
         metered=MeteredLLM(ImageFallbackLLM(model, image_text), metrics),
         image_text=image_text,
-        vision_model=vision_model,
+        extra_models=tuple(m for m in (vision_model, listener) if m is not None),
+        transcribe=transcribe,
         owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
         clock=clock,
         metrics=metrics,
@@ -379,7 +375,9 @@ def _turn_runner(
         clock=base.clock,
         on_run=base.metrics.run_finished,
         events=run_events,
-        media=MediaReader(base.feishu, settings.media(), base.image_text),
+        media=MediaReader(
+            base.feishu, settings.media(), base.image_text, transcribe=base.transcribe
+        ),
     )
 
 
@@ -438,6 +436,22 @@ def live_reply(
     )
 
 
-def default_llm(settings: Settings) -> LLM:
-    config = settings.llm()
+def _client(config: LLMConfig) -> OpenAICompatibleLLM:
     return OpenAICompatibleLLM(base_url=config.base_url, api_key=config.api_key, model=config.model)
+
+
+def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transcribe | None]:
+    """A client for ``/audio/transcriptions`` on the main endpoint, if a model is set."""
+    model = settings.media().transcription_model
+    if not model:
+        return None, None
+    client = _client(settings.llm())
+
+    async def transcribe(audio: bytes, file_name: str) -> str:
+        return await client.transcribe(audio, file_name=file_name, model=model)
+
+    return client, transcribe
+
+
+def default_llm(settings: Settings) -> LLM:
+    return _client(settings.llm())

@@ -138,6 +138,20 @@ class OpenAICompatibleLLM:
                 attempt += 1
         return _parse_completion(completion)
 
+    async def transcribe(self, audio: bytes, *, file_name: str, model: str) -> str:
+        """The text of a recording, from the endpoint's ``/audio/transcriptions`` (e.g.
+        ``whisper-1``); retried and mapped to engine errors like a chat call."""
+        attempt = 0
+        while True:
+            try:
+                result = await self._client.audio.transcriptions.create(
+                    model=model, file=(file_name, audio)
+                )
+                return str(getattr(result, "text", "") or "").strip()
+            except openai.APIError as exc:
+                await self._recover(exc, attempt)
+                attempt += 1
+
     async def stream_chat(
         self,
         messages: Sequence[Message],

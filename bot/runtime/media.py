@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +37,15 @@ MAX_DOCUMENTS = 5
 # Forwarded threads can be long: their text is cut, like any document.
 FORWARDED_CHARS = 8_000
 _DOWNLOADS_AT_ONCE = 3
+
+
+# Turns a recording into text (``OpenAICompatibleLLM.transcribe`` with the configured model).
+Transcribe = Callable[[bytes, str], Awaitable[str]]
+
+VOICE_UNSUPPORTED = (
+    "I can't listen to voice messages here (no transcription model is configured); "
+    "please type your message."
+)
 
 
 class MediaSource(Protocol):
@@ -62,6 +71,8 @@ class TurnMedia:
     problems: tuple[str, ...] = ()
     # The names of what was read, for an acknowledgement ("q3.pdf").
     read: tuple[str, ...] = ()
+    # What voice messages said, transcribed: the user's own words.
+    spoken: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -81,6 +92,11 @@ class _Document:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Spoken:
+    text: str
+
+
 @dataclass(slots=True)
 class _Gathered:
     """Attachments to read: (message id to download with, attachment), in order."""
@@ -91,10 +107,18 @@ class _Gathered:
 
 
 class MediaReader:
-    def __init__(self, source: MediaSource, config: MediaConfig, images: ImageText) -> None:
+    def __init__(
+        self,
+        source: MediaSource,
+        config: MediaConfig,
+        images: ImageText,
+        *,
+        transcribe: Transcribe | None = None,
+    ) -> None:
         self._source = source
         self._config = config
         self._image_text = images
+        self._transcribe = transcribe
 
     async def read(self, message: InboundMessage, *, known_ids: Sequence[str] = ()) -> TurnMedia:
         """The media of ``message``; ``known_ids`` are message ids already in history (a
@@ -145,22 +169,27 @@ class MediaReader:
         wanted = _dedupe(gathered.attachments)
         images_wanted = [item for item in wanted if item[1].kind == "image"][:MAX_IMAGES]
         files_wanted = [item for item in wanted if item[1].kind == "file"][:MAX_DOCUMENTS]
+        voice_wanted = [item for item in wanted if item[1].kind == "audio"][:MAX_DOCUMENTS]
         problems = list(gathered.problems)
-        problems += [_unreadable(a) for _, a in wanted if a.kind not in ("image", "file")]
+        problems += [_unreadable(a) for _, a in wanted if a.kind not in _READABLE]
         gate = asyncio.Semaphore(_DOWNLOADS_AT_ONCE)
         results = await asyncio.gather(
             *(self._image(mid, a, gate) for mid, a in images_wanted),
             *(self._document(mid, a, gate) for mid, a in files_wanted),
+            *(self._voice(mid, a, gate) for mid, a in voice_wanted),
         )
         images: list[ImagePart] = []
         documents: list[str] = []
         read: list[str] = []
+        spoken: list[str] = []
         for outcome in results:
             if isinstance(outcome, _Unread):
                 problems.append(outcome.reason)
             elif isinstance(outcome, ImagePart):
                 images.append(outcome)
                 read.append(outcome.label)
+            elif isinstance(outcome, _Spoken):
+                spoken.append(outcome.text)
             else:
                 documents.append(outcome.block)
                 read.append(outcome.name)
@@ -169,8 +198,30 @@ class MediaReader:
             context += [await self._image_text.note(image) for image in images]
             images = []
         return TurnMedia(
-            tuple(images), tuple(documents), tuple(context), tuple(problems), tuple(read)
+            tuple(images),
+            tuple(documents),
+            tuple(context),
+            tuple(problems),
+            tuple(read),
+            tuple(spoken),
         )
+
+    async def _voice(
+        self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
+    ) -> _Spoken | _Unread:
+        if self._transcribe is None:
+            return _Unread(VOICE_UNSUPPORTED)
+        resource = await self._download(message_id, attachment, "file", "the voice message", gate)
+        if isinstance(resource, _Unread):
+            return resource
+        try:
+            text = await self._transcribe(resource.data, attachment.name or "voice.opus")
+        except Exception as exc:  # the endpoint failing must still leave a reply
+            logger.warning("transcribing %s failed: %s", message_id, type(exc).__name__)
+            return _Unread("I could not transcribe the voice message; please type it.")
+        if not text:
+            return _Unread("The voice message had no words I could make out.")
+        return _Spoken(text)
 
     async def _image(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
@@ -248,6 +299,9 @@ def _dedupe(items: list[tuple[str, Attachment]]) -> list[tuple[str, Attachment]]
             seen.add(attachment.key)
             out.append((message_id, attachment))
     return out
+
+
+_READABLE = ("image", "file", "audio")
 
 
 def _unreadable(attachment: Attachment) -> str:

@@ -71,16 +71,20 @@ def _with_media(
     media: TurnMedia,
 ) -> Question:
     alone = message.message_type in ATTACHMENT_ONLY and not early
-    readable = bool(media.images or media.documents or media.context)
+    readable = bool(media.images or media.documents or media.context or media.spoken)
     query = text
-    if alone and readable:
+    spoken = "\n".join(media.spoken)
+    if spoken:  # a voice message is the user speaking: its words are the question
+        query = spoken if alone else f"{text}\n\n{spoken}"
+    elif alone and readable:
         # The placeholder ("[file: q3.pdf]") is not a question: say what is wanted.
         ask = FILE_ALONE if message.message_type == "file" else IMAGE_ALONE
         query = f"{text}\n\n{ask}"
     if media.context:
         query = "\n\n".join([*media.context, query])
     attachments = [Message.user(block, kind="attachment") for block in media.documents]
-    remembered = "\n\n".join([message.text, *media.documents])
+    said = [f"(said in a voice message) {spoken}"] if spoken else []
+    remembered = "\n\n".join([message.text, *said, *media.documents])
     return Question(
         query,
         [*history, *attachments],

@@ -203,3 +203,26 @@ async def test_a_refused_image_falls_back_to_text_and_still_answers(tmp_path, fe
     sent = [r.body for r in llm_server.requests]
     assert image_urls(sent[0]) and all(image_urls(body) == [] for body in sent[1:])
     assert "that you cannot see" in all_text(sent[1])
+
+
+async def test_a_voice_message_is_transcribed_and_answered(tmp_path, feishu, llm_server):
+    llm_server.transcript = "what is on the agenda today"
+    settings = settings_for(tmp_path, feishu, llm_server, llm_transcription_model="whisper-1")
+    async with running_bot(settings, feishu, llm_server) as bot:
+        message = feishu.add_audio_message(
+            "om_voice", chat_id=CHAT, data=b"OggS fake opus", duration_ms=3000
+        )
+        await push(bot, message)
+        await bot.reply("om_voice")
+    (sent,) = llm_server.transcriptions
+    assert sent["model"] == "whisper-1" and sent["data"] == b"OggS fake opus"
+    assert loop_requests_of(llm_server)[0]["messages"][-1]["content"].startswith(
+        "what is on the agenda today"
+    )
+
+
+async def test_without_transcription_voice_is_said_to_be_unsupported(bot):
+    message = bot.feishu.add_audio_message("om_voice", chat_id=CHAT, data=b"x", duration_ms=900)
+    await push(bot, message)
+    assert "can't listen to voice messages" in await bot.reply("om_voice")
+    assert loop_requests(bot) == []

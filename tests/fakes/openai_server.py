@@ -141,6 +141,11 @@ class FakeOpenAIServer(AppServer):
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.handler: Handler | None = None
+        # /v1/audio/transcriptions: what it answers, and what it was sent (apart from
+        # ``requests``, which tests read as chat requests). None: 404, like an endpoint
+        # without transcription.
+        self.transcript: str | None = None
+        self.transcriptions: list[dict[str, Any]] = []
         self._queue: deque[Reply] = deque()
         # Set on stop() so replies that are still sleeping (Reply.delay) end promptly.
         self._closing = asyncio.Event()
@@ -151,6 +156,7 @@ class FakeOpenAIServer(AppServer):
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         return app
 
     async def stop(self) -> None:
@@ -245,6 +251,16 @@ class FakeOpenAIServer(AppServer):
         return web.json_response(
             _completion_body(reply, body), status=reply.status, headers=reply.headers
         )
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        data = upload.file.read() if hasattr(upload, "file") else b""
+        name = getattr(upload, "filename", "")
+        self.transcriptions.append({"model": form.get("model"), "file_name": name, "data": data})
+        if self.transcript is None:
+            return _error_response(Reply.error(404, "no transcription on this endpoint"))
+        return web.json_response({"text": self.transcript})
 
     async def _next_reply(self, body: dict[str, Any]) -> Reply:
         if self._queue:
