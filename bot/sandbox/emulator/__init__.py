@@ -24,7 +24,10 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     POST  /open-apis/im/v1/messages/{id}/reply              reply; sets root/parent/thread
     PATCH /open-apis/im/v1/messages/{id}                    interactive cards only (230054);
           older than ``edit_window_s`` (14 days) answers 230031
-    GET   /open-apis/im/v1/messages/{id}                    ``data.items[0]`` = the message
+    GET   /open-apis/im/v1/messages/{id}                    ``data.items[0]`` = the message; for a
+          merge_forward also what it forwards (``upper_message_id`` set), see "Files"
+    GET   /open-apis/im/v1/messages/{id}/resources/{key}?type=image|file   the file's bytes
+    POST  /open-apis/im/v1/images, /open-apis/im/v1/files   multipart uploads (see "Files")
     POST  /open-apis/cardkit/v1/cards                       create a card entity; ``data.card_id``
     PUT   /open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content   stream text
     PATCH /open-apis/cardkit/v1/cards/{card_id}/settings    ``config`` (streaming_mode, summary)
@@ -106,6 +109,25 @@ Messages
     ``add_message(...)`` or ``add_event_message(envelope)`` (an envelope from
     ``bot.sandbox.push.message_event``) to get their chat and thread right.
 
+Files (modules ``resources``, ``uploads``, ``inbound``; their docstrings give every rule)
+    Seed messages with files, in Feishu's shapes, and their bytes:
+    ``add_image_message(id, chat_id=, data=)``, ``add_file_message(..., file_name=)``,
+    ``add_audio_message(..., duration_ms=)``, ``add_post_message(..., text=, images=[...])``,
+    ``add_sticker_message(...)``, ``add_merge_forward(id, chat_id=, messages=[...])`` (the
+    forwarded messages' files are served through the forward's id, never their own), or
+    ``add_resource(message_id, key, data, kind=, content_type=, file_name=,
+    content_disposition=)`` for any message; ``message_event(message)`` is the receive
+    envelope to push. Refusals: 234001 (type), 234003 (key not in the message, unknown or
+    recalled message, a forwarded message's own id), 234004 (bot not in the chat), 234043
+    (sticker, card). ``FakeResource.served`` says how much of each answer was written;
+    ``resource_fault(message_id, key, mode=)`` with mode ``hold_body`` (headers, then no
+    body until the client hangs up), ``chunked`` (no Content-Length), ``understated`` /
+    ``overstated`` (``claimed=`` Content-Length) makes answers misbehave.
+    Uploads land in ``uploaded_images[image_key]`` / ``uploaded_files[file_key]`` (bytes,
+    fields, the part's filename). Sending ``msg_type`` image/file/audio/media/sticker needs
+    its ``image_key``/``file_key`` (230001 without), and a key Feishu knows: uploaded, or
+    of a seeded message (230001 otherwise).
+
 CardKit (research/lark-sdk.md §2.5, §3 rows 10-13)
     Create takes ``{"type": "card_json", "data": "<card JSON>"}`` and checks, in order:
     valid JSON (200220), not empty (300307), ≤ ``card_size_limit`` bytes (30 KB, 200860),
@@ -181,7 +203,8 @@ Faults and delays
     and in ``error.permission_violations``.
 
 Extending (CardKit and more)
-    One module per API family: ``auth``, ``messages``, ``cardkit`` (mixins of
+    One module per API family: ``auth``, ``messages``, ``resources``, ``uploads``,
+    ``inbound``, ``cardkit`` (mixins of
     :class:`FakeFeishu` over the shared state of ``core``; ``faults`` holds the test
     controls, ``server`` the route table and middleware) and the workspace's ``contacts``,
     ``chats``, ``calendars``, ``tasks``, ``bitable`` and ``docx`` (mixins of
@@ -197,8 +220,18 @@ Extending (CardKit and more)
 """
 
 from .messages import FakeMessage
+from .resources import FakeResource, ServedBody
 from .server import FakeFeishu
+from .uploads import UploadedFile, UploadedImage
 from .workspace_state import BOT_CALENDAR_ID
 
 # What is imported from bot.sandbox.emulator today (bot/sandbox, tests/fakes/feishu_server).
-__all__ = ["BOT_CALENDAR_ID", "FakeFeishu", "FakeMessage"]
+__all__ = [
+    "BOT_CALENDAR_ID",
+    "FakeFeishu",
+    "FakeMessage",
+    "FakeResource",
+    "ServedBody",
+    "UploadedFile",
+    "UploadedImage",
+]

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from .cardkit import CardOp, FakeCard
     from .faults import FaultRule
     from .messages import FakeMessage
+    from .resources import FakeResource, ResourceFault
+    from .uploads import UploadedFile, UploadedImage
     from .workspace import FakeWorkspace
 
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -76,6 +78,12 @@ class EmulatorCore:
         self.message_by_id: dict[str, FakeMessage] = {}
         self._by_uuid: dict[str, FakeMessage] = {}
         self.cards: dict[str, FakeCard] = {}
+        # Message resources and uploads (``resources``): (message_id, key) -> file.
+        self.resources: dict[tuple[str, str], FakeResource] = {}
+        self.uploaded_images: dict[str, UploadedImage] = {}  # image_key -> upload
+        self.uploaded_files: dict[str, UploadedFile] = {}  # file_key -> upload
+        self._resource_faults: list[ResourceFault] = []
+        self.hold_body_s = 10.0  # how long a "hold_body" fault keeps a body back
         self.rate_limited: list[CardOp] = []
         self._card_ids = itertools.count(7355372766134157313)
         self._tokens: dict[str, float] = {}  # token -> expiry (time.monotonic)

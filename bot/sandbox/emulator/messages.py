@@ -1,5 +1,5 @@
 """IM messages: send, reply, edit (patch) and read one, with ``uuid`` resends, content
-limits, topics, and the sending of CardKit card entities."""
+limits and shapes, topics, merge_forward reads, and the sending of CardKit card entities."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ MSG_TYPES = (
 )
 # Content limits in bytes, per msg_type (Feishu: text 150 KB, post and cards 30 KB).
 CONTENT_LIMITS = {"text": 150 * 1024, "post": 30 * 1024, "interactive": 30 * 1024}
+# The key a message of each file type must carry (image {"image_key"}, file {"file_key"}, ...).
+MEDIA_KEYS = {
+    "image": "image_key",
+    "file": "file_key",
+    "audio": "file_key",
+    "media": "file_key",
+    "sticker": "file_key",
+}
+# What Feishu answers as the body of a merge_forward message: a plain string, not JSON.
+MERGE_FORWARD_BODY = "Merged and Forwarded Message"
 
 
 @dataclass
@@ -53,6 +63,7 @@ class FakeMessage:
     history: list[Any] = field(default_factory=list)  # contents before each patch
     card_id: str | None = None  # set when the message carries a CardKit card entity
     mentions: list[dict[str, Any]] = field(default_factory=list)  # the wire's mentions
+    upper_message_id: str | None = None  # the merge_forward it was forwarded in
 
     def to_wire(self) -> dict[str, Any]:
         """The message object of Feishu's IM API (empty ids left out, times as strings)."""
@@ -70,14 +81,22 @@ class FakeMessage:
                 "sender_type": self.sender_type,
                 "tenant_key": TENANT_KEY,
             },
-            "body": {"content": json.dumps(self.content, ensure_ascii=False)},
+            "body": {"content": self.wire_content()},
             "mentions": [dict(m) for m in self.mentions],
-            "upper_message_id": "",
+            "upper_message_id": self.upper_message_id or "",
         }
         for name in ("root_id", "parent_id", "thread_id"):
             if getattr(self, name):
                 wire[name] = getattr(self, name)
         return wire
+
+    def wire_content(self) -> str:
+        """``content`` as the API and the receive event carry it: compact JSON (as Feishu,
+        written in Go, sends it), or the text itself for a body that is not JSON (a
+        merge_forward's)."""
+        if isinstance(self.content, str):
+            return self.content
+        return json.dumps(self.content, ensure_ascii=False, separators=(",", ":"))
 
 
 class MessagesApi(EmulatorCore):
@@ -126,7 +145,7 @@ class MessagesApi(EmulatorCore):
             chat_id=msg["chat_id"],
             chat_type=msg.get("chat_type", "p2p"),
             msg_type=msg.get("message_type", "text"),
-            content=json.loads(msg.get("content") or "{}"),
+            content=_decoded(msg.get("content") or "{}"),
             sender_open_id=event["sender"]["sender_id"]["open_id"],
             root_id=msg.get("root_id") or None,
             parent_id=msg.get("parent_id") or None,
@@ -147,6 +166,7 @@ class MessagesApi(EmulatorCore):
         if (earlier := self._by_uuid.get(body.get("uuid") or "")) is not None:
             return self._ok(earlier.to_wire())
         msg_type, content = _message_content(body)
+        self._check_media_key(msg_type, content)
         card = self._card_to_send(msg_type, content)
         chat_id = receive_id if id_type == "chat_id" else f"oc_p2p_{receive_id}"
         message = self._new_message(chat_id, msg_type, content, uuid=body.get("uuid"))
@@ -159,6 +179,7 @@ class MessagesApi(EmulatorCore):
         if (earlier := self._by_uuid.get(body.get("uuid") or "")) is not None:
             return self._ok(earlier.to_wire())
         msg_type, content = _message_content(body)
+        self._check_media_key(msg_type, content)
         card = self._card_to_send(msg_type, content)
         in_thread = bool(body.get("reply_in_thread"))
         root_id = parent.root_id or parent.message_id
@@ -198,7 +219,36 @@ class MessagesApi(EmulatorCore):
 
     async def _get_message(self, request: web.Request) -> web.Response:
         message = self._target(request.match_info["message_id"], create=False)
-        return self._ok({"items": [message.to_wire()]})
+        # A merge_forward comes with what it forwards (nested forwards' messages too),
+        # each carrying upper_message_id, as Feishu answers.
+        items = [message, *self.forwarded(message)]
+        return self._ok({"items": [m.to_wire() for m in items]})
+
+    def forwarded(self, message: FakeMessage) -> list[FakeMessage]:
+        """The messages a merge_forward forwards, depth first; [] for any other."""
+        found: list[FakeMessage] = []
+        seen = {message.message_id}
+        pending = [message.message_id]
+        while pending:
+            upper = pending.pop(0)
+            for child in self.message_by_id.values():
+                if child.upper_message_id == upper and child.message_id not in seen:
+                    seen.add(child.message_id)
+                    found.append(child)
+                    if child.msg_type == "merge_forward":
+                        pending.append(child.message_id)
+        return found
+
+    def _check_media_key(self, msg_type: str, content: Any) -> None:
+        """An image/file message must name a key Feishu knows: one the app uploaded, or
+        one of a message the emulator holds."""
+        name = MEDIA_KEYS.get(msg_type)
+        if name is None:
+            return
+        key = content.get(name)
+        known = {*self.uploaded_images, *self.uploaded_files, *(k for _, k in self.resources)}
+        if key not in known:
+            raise FakeError(230001, f"fake: unknown {name} {key!r}")
 
     # -- sending a card entity ------------------------------------------------------
 
@@ -264,6 +314,17 @@ def _message_content(body: Mapping[str, Any]) -> tuple[str, Any]:
         raise FakeError(230001, "content is not valid JSON") from None
     if not isinstance(content, dict):
         raise FakeError(230001, "content must be a JSON object")
+    key_name = MEDIA_KEYS.get(msg_type)
+    if key_name is not None and not (isinstance(content.get(key_name), str) and content[key_name]):
+        raise FakeError(230001, f"invalid message content: {msg_type} needs a {key_name}")
     if len(raw.encode()) > CONTENT_LIMITS.get(msg_type, 150 * 1024):
         raise FakeError(230025)
     return msg_type, content
+
+
+def _decoded(raw: str) -> Any:
+    # A merge_forward's content is not JSON; it is kept as the text it is.
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw

@@ -15,12 +15,14 @@ from .auth import AuthApi
 from .cardkit import CARD_ROUTE, CardKitApi
 from .core import TOKEN_PATH
 from .faults import FaultControls
-from .messages import MessagesApi
+from .inbound import InboundApi
+from .resources import RESOURCE_ROUTE
+from .uploads import UploadsApi
 from .wire import RECORDED, FakeError, RecordedRequest, parse_json
 from .workspace import FakeWorkspace
 
 
-class FakeFeishu(AuthApi, MessagesApi, CardKitApi, FaultControls):
+class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, FaultControls):
     def __init__(
         self,
         app_id: str = "cli_test",
@@ -36,7 +38,8 @@ class FakeFeishu(AuthApi, MessagesApi, CardKitApi, FaultControls):
     # -- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> Self:
-        app = web.Application(middlewares=[self._middleware], client_max_size=4 * 1024 * 1024)
+        # Room for a 30 MB file upload (Feishu's limit) and its multipart framing.
+        app = web.Application(middlewares=[self._middleware], client_max_size=40 * 1024 * 1024)
         for method, path, handler in [*self._routes(), *self._extra_routes]:
             app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -75,6 +78,9 @@ class FakeFeishu(AuthApi, MessagesApi, CardKitApi, FaultControls):
             ("POST", "/open-apis/im/v1/messages/{message_id}/reply", self._reply_message),
             ("PATCH", "/open-apis/im/v1/messages/{message_id}", self._patch_message),
             ("GET", "/open-apis/im/v1/messages/{message_id}", self._get_message),
+            ("GET", RESOURCE_ROUTE, self._get_resource),
+            ("POST", "/open-apis/im/v1/images", self._upload_image),
+            ("POST", "/open-apis/im/v1/files", self._upload_file),
             ("POST", "/open-apis/cardkit/v1/cards", self._create_card),
             ("PUT", CARD_ROUTE + "/elements/{element_id}/content", self._card_content),
             ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
