@@ -120,10 +120,18 @@ class MediaReader:
         self._image_text = images
         self._transcribe = transcribe
 
-    async def read(self, message: InboundMessage, *, known_ids: Sequence[str] = ()) -> TurnMedia:
-        """The media of ``message``; ``known_ids`` are message ids already in history (a
-        replied-to message among them is not repeated as text)."""
-        gathered = _Gathered([(message.message_id, a) for a in message.attachments])
+    async def read(
+        self,
+        message: InboundMessage,
+        *,
+        known_ids: Sequence[str] = (),
+        earlier: Sequence[tuple[str, Attachment]] = (),
+    ) -> TurnMedia:
+        """The media of ``message`` and of ``earlier`` (files its sender posted for it
+        before: message id, attachment); ``known_ids`` are message ids already in history
+        (a replied-to message among them is not repeated as text)."""
+        own = [(message.message_id, a) for a in message.attachments]
+        gathered = _Gathered([*earlier, *own])
         if message.message_type == "merge_forward":
             await self._forwarded(message.message_id, gathered)
         if message.parent_id:

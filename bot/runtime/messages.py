@@ -21,8 +21,10 @@ from bot.store import Claim, ConversationStore, MessageLedger
 from . import texts
 from .identity import BotIdentity
 from .intake import InFlight
+from .questions import has_media
 from .replies import ReplyFailed, ReplySender, ReplyTarget
 from .turns import TurnRunner
+from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ CONVERSATION_FULL = (
     "I am still working through earlier messages in this conversation and too many are "
     "waiting, so I did not take this one. Please send it again once I have answered."
 )
+NOT_MENTIONED = "group message that does not mention the bot"
 # Says why a message may not start a run (rate limit, budget), or None.
 Admission = Callable[[InboundMessage], Awaitable[Refusal | None]]
 
@@ -53,7 +56,10 @@ class MessageHandler:
         admin: AdminCommands | None = None,
         admit: Admission | None = None,
         admin_help: Callable[[str], str | None] | None = None,
+        waiting: WaitingMedia | None = None,
     ) -> None:
+        # Files posted in groups without a mention, kept for the sender's next question.
+        self._waiting = waiting or WaitingMedia()
         self._admin = admin
         # What /help adds for this sender (admins: the month's Feishu API use), or None.
         self._admin_help = admin_help
@@ -80,6 +86,8 @@ class MessageHandler:
             return
         ignored = self._ignore_reason(parsed)
         if ignored is not None:
+            if ignored == NOT_MENTIONED and self._waiting.keep(parsed):
+                ignored += "; its files wait for the sender's question"
             logger.info("ignoring message %s: %s", parsed.message_id, ignored)
             await self._drop(parsed.message_id, ignored)
             return
@@ -106,11 +114,12 @@ class MessageHandler:
                 else:  # the sender was told already in this window
                     await self._drop(parsed.message_id, f"refused: {refusal.text}")
                 return
-        if not parsed.text.strip():
-            # Only a mention, or a message type we cannot read.
-            await self._notice(parsed, texts.UNSUPPORTED_ONLY if parsed.attachments else texts.HELP)
+        earlier = self._waiting.take(parsed) if parsed.chat_type != "p2p" else ()
+        if not parsed.text.strip() and not has_media(parsed) and not earlier:
+            await self._notice(parsed, texts.HELP)  # only a mention
             return
-        job = Job(key, parsed.message_id, parsed.text, run=self._turns.runner_for(parsed, key))
+        run = self._turns.runner_for(parsed, key, earlier=earlier)
+        job = Job(key, parsed.message_id, parsed.text, run=run)
         outcome = self._workers.submit(job)
         logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
         if outcome == "refused":
@@ -124,7 +133,7 @@ class MessageHandler:
         if not self._policy.group_allowed(message.chat_id):
             return f"group {message.chat_id} is not on the allowlist"
         if self._policy.mention_required(message.chat_id) and not message.mentions_bot:
-            return "group message that does not mention the bot"
+            return NOT_MENTIONED
         return None
 
     async def _command(self, command: str, message: InboundMessage, key: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.engine import ImagePart, Message
+from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
 from bot.store import LoadedConversation
 
@@ -45,13 +46,16 @@ async def build_question(
     early: Sequence[str],
     loaded: LoadedConversation,
     reader: MediaReader | None,
+    *,
+    earlier: Sequence[tuple[str, Attachment]] = (),
 ) -> Question:
+    """``earlier``: files the sender posted before the question (message id, attachment)."""
     history = [Message(h.role, h.content, kind="history") for h in loaded.history]
     text = "\n".join([message.text, *early])
-    if reader is None or not has_media(message):
+    if reader is None or not (has_media(message) or earlier):
         return Question(text, history, remembered=message.text)
     known = [h.message_id for h in loaded.history if h.message_id]
-    media = await reader.read(message, known_ids=known)
+    media = await reader.read(message, known_ids=known, earlier=earlier)
     return _with_media(message, text, early, history, media)
 
 

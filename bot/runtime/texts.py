@@ -19,9 +19,6 @@ STOPPED = "Stopped the reply in progress."
 STOPPED_CARD = "_Stopped._"
 NOTHING_TO_STOP = "Nothing is running right now."
 RESET = "Started a new conversation: earlier messages are forgotten."
-UNSUPPORTED_ONLY = (
-    "I can only read text and rich-text messages for now; please describe it in words."
-)
 
 MODEL_UNAVAILABLE = (
     "Sorry, the language model is not reachable right now, so I could not answer. "

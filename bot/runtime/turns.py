@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, ReActAgent, RunEvent, Usage
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
+from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
 from bot.governance.origin import Origin
 from bot.logs import bind_log_context, log_scope
@@ -116,14 +117,22 @@ class TurnRunner:
         self._owner = owner
         self._history_messages = history_messages
 
-    def runner_for(self, message: InboundMessage, key: str) -> Callable[[Turn], Awaitable[None]]:
+    def runner_for(
+        self,
+        message: InboundMessage,
+        key: str,
+        *,
+        earlier: Sequence[tuple[str, Attachment]] = (),
+    ) -> Callable[[Turn], Awaitable[None]]:
+        """The job's run; ``earlier`` are files the sender posted for this question before
+        it (message id, attachment)."""
         async def run(turn: Turn) -> None:
             began = time.monotonic()
             opened: list[RunPublisher] = []  # the run's event stream, once it started
             # The ids _run binds label every line of the turn, and only of this turn.
             with log_scope():
                 try:
-                    status = await self._run(turn, message, key, opened)
+                    status = await self._run(turn, message, key, opened, earlier)
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
@@ -142,7 +151,12 @@ class TurnRunner:
             self._on_run(status, time.monotonic() - began)
 
     async def _run(
-        self, turn: Turn, message: InboundMessage, key: str, opened: list[RunPublisher]
+        self,
+        turn: Turn,
+        message: InboundMessage,
+        key: str,
+        opened: list[RunPublisher],
+        earlier: Sequence[tuple[str, Attachment]],
     ) -> str | None:
         """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
@@ -153,7 +167,8 @@ class TurnRunner:
         started_at = self._clock()
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
-        question = await build_question(message, turn.interrupts.drain(), loaded, self._media)
+        early = turn.interrupts.drain()
+        question = await build_question(message, early, loaded, self._media, earlier=earlier)
         agent = await self._agent_factory()
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(

@@ -10,7 +10,7 @@ import io
 
 from PIL import Image
 
-from e2e.harness import VERIFICATION_TOKEN, running_bot, settings_for
+from e2e.harness import BOT_OPEN_ID, VERIFICATION_TOKEN, running_bot, settings_for
 from fakes.openai_server import Reply
 
 CHAT = "oc_dm"
@@ -226,3 +226,35 @@ async def test_without_transcription_voice_is_said_to_be_unsupported(bot):
     await push(bot, message)
     assert "can't listen to voice messages" in await bot.reply("om_voice")
     assert loop_requests(bot) == []
+
+
+async def test_in_a_group_a_file_waits_for_the_question_that_mentions_the_bot(bot):
+    report = docx("Launch checklist", "Step 3: rotate the API keys.")
+    dropped = bot.feishu.add_file_message(
+        "om_gfile", chat_id="oc_group", chat_type="group", data=report, file_name="launch.docx"
+    )
+    await push(bot, dropped)
+    await bot.settle()
+    assert bot.replies_to("om_gfile") == []  # not for the bot: no reply, no download yet
+    await bot.say(
+        "om_gq", "@_user_1 what is step 3?", chat_type="group", chat_id="oc_group",
+        mentions=[("@_user_1", BOT_OPEN_ID, "larkgate")],
+    )  # fmt: skip
+    await bot.reply("om_gq")
+    assert "Step 3: rotate the API keys." in all_text(loop_requests(bot)[0])
+    # Taken once: the next question does not read the file again.
+    await bot.settle()
+    await bot.say(
+        "om_gq2", "@_user_1 thanks", chat_type="group", chat_id="oc_group",
+        mentions=[("@_user_1", BOT_OPEN_ID, "larkgate")],
+    )  # fmt: skip
+    await bot.reply("om_gq2")
+    downloads = [r for r in bot.feishu.requests if "/resources/" in r.path]
+    assert len(downloads) == 1
+
+
+async def test_an_image_only_post_is_answered_not_refused(bot):
+    message = bot.feishu.add_post_message("om_ipost", chat_id=CHAT, images=[png()])
+    await push(bot, message)
+    await bot.reply("om_ipost")
+    assert len(image_urls(loop_requests(bot)[0])) == 1
