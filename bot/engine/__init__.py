@@ -12,7 +12,15 @@ from .agent import ReActAgent
 from .context_guard import ContextGuard, estimate_tokens
 from .events import AnswerEvent, CompactEvent, DoneEvent, RunEvent, StepEvent
 from .function_tools import tool, tool_from_function
-from .hooks import Hook, HookResult, PostToolUseHook, PreToolUseHook, RunContext, ToolUse
+from .hooks import (
+    Hook,
+    HookResult,
+    PostToolUseHook,
+    PreToolUseHook,
+    RunContext,
+    ToolUse,
+    current_run,
+)
 from .interrupts import InterruptQueue
 from .json_extract import extract_json
 from .llm import (
@@ -73,6 +81,7 @@ __all__ = [
     "ToolRegistry",
     "ToolUse",
     "Usage",
+    "current_run",
     "estimate_tokens",
     "extract_json",
     "structured_llm_call",

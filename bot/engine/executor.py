@@ -17,7 +17,7 @@ from typing import Any
 
 from .deadlines import ToolDeadlines
 from .events import EventSink, StepEvent, StepStatus
-from .hooks import HookChain, RunContext, ToolUse
+from .hooks import _CURRENT_RUN, HookChain, RunContext, ToolUse
 from .messages import ToolCall
 from .result import Step
 from .tools import Artifact, ToolArgumentsError, ToolError, ToolRegistry
@@ -176,6 +176,7 @@ class ToolExecutor:
         tool = use.tool
         limit = tool.timeout or self.limits.default_timeout
         deadline = self.deadlines.start(limit)
+        token = _CURRENT_RUN.set(use.run)
         try:
             output = await tool.handler(**use.arguments)
         except asyncio.CancelledError:
@@ -190,6 +191,7 @@ class ToolExecutor:
         except Exception as exc:  # a broken tool is an observation, not a crash
             return self._failure(tool.name, exc)
         finally:
+            _CURRENT_RUN.reset(token)
             deadline.close()
         observation, artifacts = render_output(tool.name, output)
         return self._cap(observation), None, artifacts

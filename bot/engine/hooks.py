@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +42,17 @@ class RunContext:
     run_id: str
     query: str
     deps: Any = None
+
+
+# The run a tool is serving, while its handler runs: a tool that acts in the conversation
+# (posts a file into it) reads where through ``current_run().deps``, instead of taking a
+# chat id the model could get wrong (or point elsewhere).
+_CURRENT_RUN: ContextVar[RunContext | None] = ContextVar("larkgate_current_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The :class:`RunContext` of the tool call in progress, or None outside one."""
+    return _CURRENT_RUN.get()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.engine import HookResult, ReActAgent, ToolUse
+from bot.engine import HookResult, ReActAgent, ToolUse, current_run
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 
 from engine.support import RecordingHook, make_tool
@@ -220,3 +220,17 @@ async def test_every_parallel_call_goes_through_the_hooks():
 def test_an_object_with_no_hook_method_is_rejected():
     with pytest.raises(TypeError, match="neither pre_tool_use nor post_tool_use"):
         ReActAgent(ScriptedLLM(), [make_tool("echo")], hooks=[object()])
+
+
+async def test_a_tool_reads_the_run_it_serves_and_nothing_leaks_after():
+    seen = []
+
+    async def handler(x: int) -> str:
+        seen.append(current_run())
+        return "here"
+
+    agent = ReActAgent(one_call_then(), [make_tool("echo", handler)])
+    result = await agent.run("where am I?", deps={"chat_id": "oc_1"}, run_id="run-7")
+    assert result.status == "completed"
+    assert [(run.run_id, run.deps) for run in seen] == [("run-7", {"chat_id": "oc_1"})]
+    assert current_run() is None
