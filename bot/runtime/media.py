@@ -12,7 +12,6 @@ and the limit; nothing here raises for bad input.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -247,8 +246,8 @@ class MediaReader:
             )
         except MediaError as exc:
             return _Unread(f"{label}: {exc.reason}")
-        url = f"data:{prepared.mime};base64,{base64.b64encode(prepared.data).decode()}"
-        return ImagePart(url, label=attachment.name or f"image {attachment.key[-6:]}")
+        name = attachment.name or f"image {attachment.key[-6:]}"
+        return ImagePart(prepared.data_url(), label=name)
 
     async def _document(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
