@@ -23,6 +23,11 @@ class FeishuWorkspaceSettings(ConnectorSettings):
     user_search_max_pages: int = Field(default=4, ge=1, le=20)  # of 50 members each
     document_max_chars: int = Field(default=8000, ge=200, le=100_000)
     resolve_sender_names: bool = True  # one contact call per history read
+    # feishu_send_file / feishu_send_chart. Feishu takes files up to 30 MB; a smaller cap
+    # keeps one model-made file from holding a worker (and the chat) for long.
+    send_file_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=30 * 1024 * 1024)
+    send_table_max_rows: int = Field(default=100_000, ge=1, le=1_000_000)
+    chart_max_points: int = Field(default=5_000, ge=10, le=100_000)  # over all series
 
     @field_validator("timezone")
     @classmethod

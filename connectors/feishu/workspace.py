@@ -9,9 +9,11 @@ from connectors.base import ConnectorStatus
 
 from .bitable import BitableTools
 from .calendar import CalendarTools
+from .charts import ChartTools
 from .chats import ChatTools
 from .docs import DocumentTools
 from .errors import scope_text
+from .files import FileTools
 from .messages import MessageTools
 from .settings import FeishuWorkspaceSettings
 from .tasks import TaskTools
@@ -20,9 +22,18 @@ from .users import UserTools
 
 # MessageTools builds on UserTools (sender names), so it must come before it.
 class FeishuWorkspace(
-    MessageTools, UserTools, ChatTools, CalendarTools, TaskTools, BitableTools, DocumentTools
+    MessageTools,
+    UserTools,
+    ChatTools,
+    CalendarTools,
+    TaskTools,
+    BitableTools,
+    DocumentTools,
+    FileTools,
+    ChartTools,
 ):
-    """People, chats, calendar, tasks, Base and docs of the bot's Feishu tenant."""
+    """People, chats, calendar, tasks, Base and docs of the bot's Feishu tenant; files and
+    charts sent into the conversation being answered."""
 
     name = "feishu"
     Settings = FeishuWorkspaceSettings

@@ -42,6 +42,8 @@ WRITES = {
     "feishu_create_task",
     "feishu_create_bitable_record",
     "feishu_create_document",
+    "feishu_send_file",
+    "feishu_send_chart",
 }
 BASE = {"app_token": "bascnFakeProjects", "table_id": "tblFakeTasks"}
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -748,7 +750,7 @@ async def test_the_fake_validates_parameters_as_feishu_does(client, request_) ->
 async def test_check_reports_ready_or_the_missing_scope(fake, client) -> None:
     workspace = make_workspace(client)
     status = await workspace.check()
-    assert (status.ok, status.detail, status.tools) == (True, "ready", 12)
+    assert (status.ok, status.detail, status.tools) == (True, "ready", len(READS | WRITES))
 
     fake.fail("GET", r"/im/v1/chats$", 99991672, msg="Access denied. [im:chat:readonly]")
     status = await workspace.check()

@@ -1,4 +1,4 @@
-"""The connector hub inside the running bot: twenty real tools, so tool selection runs."""
+"""The connector hub inside the running bot: 22 real tools, so tool selection runs."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ ALL_TOOLS = {
     "feishu_create_bitable_record",
     "feishu_read_document",
     "feishu_create_document",
+    "feishu_send_file",
+    "feishu_send_chart",
 }
 
 
