@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     larkgate_image_max_bytes: int = Field(default=4 * 1024 * 1024, ge=16 * 1024)
     larkgate_file_text_chars: int = Field(default=20_000, ge=500)
 
+    # Scheduled tasks ("every weekday at 9 post the open tasks here").
+    larkgate_schedule_max_per_user: int = Field(default=20, ge=1)
+    larkgate_schedule_min_interval_seconds: float = Field(default=300.0, ge=60.0)
+    larkgate_schedule_misfire_grace_seconds: float = Field(default=600.0, ge=0.0)
+
     database_url: str = "sqlite+aiosqlite:///./larkgate.db"
 
     larkgate_admins: Annotated[tuple[str, ...], NoDecode] = ()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from bot.feishu.admin_card import ADMIN_ACTION, READ_ONLY_SETTING
@@ -34,6 +34,7 @@ from .decisions import ApprovalDecisions, DecisionRequest, DecisionResult
 logger = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
+ClickHandler = Callable[[CardAction], Awaitable[dict[str, Any]]]
 
 _DECIDED = {
     "approve": texts.APPROVED,
@@ -68,6 +69,14 @@ class CardActions:
         self._replay_window = replay_window_seconds
         self._feishu = feishu
         self._spawn = spawn
+        # Other cards' buttons (e.g. /schedules), by their value's "action": they get the
+        # same replay guard before they are handed the click.
+        self._others: dict[str, ClickHandler] = {}
+
+    def register(self, kind: str, handler: ClickHandler) -> None:
+        if kind in (APPROVAL_ACTION, ADMIN_ACTION) or kind in self._others:
+            raise ValueError(f"card action {kind!r} is taken")
+        self._others[kind] = handler
 
     async def __call__(self, action: CardAction) -> dict[str, Any]:
         if not await self._replays.first_sighting(
@@ -80,6 +89,9 @@ class CardActions:
             return await self._approval(action)
         if kind == ADMIN_ACTION:
             return await self._admin_toggle(action)
+        other = self._others.get(kind) if isinstance(kind, str) else None
+        if other is not None:
+            return await other(action)
         return toast("info", texts.BUTTON_INACTIVE)
 
     async def _approval(self, action: CardAction) -> dict[str, Any]:

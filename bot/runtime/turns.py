@@ -74,6 +74,9 @@ class TurnContext:
     live: LiveAnswer | None = None
     # The run's slot: hooks that wait for a person (approvals) give it up meanwhile.
     slot: RunSlot | None = None
+    # The scheduled task this run fires for ("" for a person's message): such a run may
+    # not schedule tasks itself.
+    scheduled_task: str = ""
 
 
 if TYPE_CHECKING:
@@ -123,16 +126,23 @@ class TurnRunner:
         key: str,
         *,
         earlier: Sequence[tuple[str, Attachment]] = (),
+        scheduled_task: str = "",
+        on_status: Callable[[str | None], None] | None = None,
     ) -> Callable[[Turn], Awaitable[None]]:
-        """The job's run; ``earlier`` are files the sender posted for this question before
-        it (message id, attachment)."""
+        """The job's run. ``earlier``: files the sender posted for this question before it
+        (message id, attachment); ``scheduled_task``: the task this run fires for (its
+        hooks and tools can tell); ``on_status`` hears how it ended (None: stopped before
+        it started; "failed" when it raised or was cancelled)."""
+        extras = _Extras(tuple(earlier), scheduled_task)
+
         async def run(turn: Turn) -> None:
             began = time.monotonic()
             opened: list[RunPublisher] = []  # the run's event stream, once it started
+            status: str | None = "failed"
             # The ids _run binds label every line of the turn, and only of this turn.
             with log_scope():
                 try:
-                    status = await self._run(turn, message, key, opened, earlier)
+                    status = await self._run(turn, message, key, opened, extras)
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
@@ -141,6 +151,8 @@ class TurnRunner:
                 finally:  # raised or cancelled: the stream still ends (no-op after done)
                     for publisher in opened:
                         publisher.done(status="failed", error="the turn ended before its run")
+                    if on_status is not None:
+                        on_status(status)
                 if status is not None:
                     self._ran(status, began)
 
@@ -156,7 +168,7 @@ class TurnRunner:
         message: InboundMessage,
         key: str,
         opened: list[RunPublisher],
-        earlier: Sequence[tuple[str, Attachment]],
+        extras: _Extras,
     ) -> str | None:
         """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
@@ -168,7 +180,7 @@ class TurnRunner:
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
-        question = await build_question(message, early, loaded, self._media, earlier=earlier)
+        question = await build_question(message, early, loaded, self._media, earlier=extras.earlier)
         agent = await self._agent_factory()
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(
@@ -196,7 +208,7 @@ class TurnRunner:
                 images=question.images,
                 interrupt_queue=turn.interrupts,
                 on_event=_fan_out(events.on_event, live.on_event),
-                deps=_turn_context(message, start, live, turn.slot),
+                deps=_turn_context(message, start, live, turn.slot, extras.scheduled_task),
                 run_id=run_id,
             )
             # The agent reads no more interrupts: later messages start the next turn.
@@ -320,6 +332,14 @@ def _preview(text: str, limit: int = 160) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class _Extras:
+    """What a turn may carry beyond its message."""
+
+    earlier: tuple[tuple[str, Attachment], ...] = ()
+    scheduled_task: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class _Started:
     """What a run began from: its id, scope, time, conversation and model."""
 
@@ -331,7 +351,11 @@ class _Started:
 
 
 def _turn_context(
-    message: InboundMessage, start: _Started, live: LiveAnswer, slot: RunSlot | None
+    message: InboundMessage,
+    start: _Started,
+    live: LiveAnswer,
+    slot: RunSlot | None,
+    scheduled_task: str,
 ) -> TurnContext:
     return TurnContext(
         run_id=start.run_id,
@@ -345,6 +369,7 @@ def _turn_context(
         generation=start.loaded.generation,
         live=live,
         slot=slot,
+        scheduled_task=scheduled_task,
     )
 
 
