@@ -7,6 +7,13 @@ GET  /api/transcript?chat=<dm|group>&user=<key>&after=<revision>
                        emulator's revision differs from ``after``
 POST /api/messages     ``{user, chat, text, mention}``: pushes a signed, encrypted
                        ``im.message.receive_v1`` to the bot's ``/feishu/events``
+POST /api/attachments  multipart ``user``, ``chat``, ``mention``, ``text`` (a caption) and
+                       ``file`` (up to ``upload_limit``, else 413): seeds the image, post or
+                       file message (:mod:`.attachments`) with its bytes in the emulator,
+                       then pushes it like a text message
+GET  /api/resource/<message_id>/<key>
+                       a file of a message, a person's or the bot's (:mod:`.files`): an
+                       image as its type, anything else as an attachment
 POST /api/click        ``{user, message_id, value}``: pushes a signed
                        ``card.action.trigger`` to ``/feishu/card``, applies the card it
                        answers and returns the toast
@@ -23,12 +30,15 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from .attachments import UPLOAD_LIMIT, Outgoing, attachment_messages, read_upload, text_message
 from .emulator import FakeFeishu
+from .files import file_response, stored_file
 from .people import BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE, Person, chat_of
 from .push import card_action_event, message_event, signed_request
 from .transcript import transcript
 
 LONG_POLL_SECONDS = 20.0
+GROUP_FILE_NOTE = "In the group the bot reads the file with your next message that mentions it."
 
 
 @dataclass
@@ -54,6 +64,8 @@ class ChatPage:
         app.router.add_get("/api/transcript", self._transcript)
         app.router.add_post("/api/messages", self._send)
         app.router.add_post("/api/click", self._click)
+        app.router.add_post("/api/attachments", self._attach)
+        app.router.add_get("/api/resource/{message_id}/{key}", self._resource)
         app.cleanup_ctx.append(self._http)
         return app
 
@@ -78,6 +90,7 @@ class ChatPage:
             {
                 "bot": {"name": BOT_NAME, "open_id": BOT_OPEN_ID, "model": self._model},
                 "people": people,
+                "upload_limit": UPLOAD_LIMIT,
                 "chats": [
                     {"key": "dm", "name": "Direct message with the bot"},
                     {"key": "group", "name": "Group chat", "chat_id": GROUP_CHAT_ID},
@@ -110,28 +123,42 @@ class ChatPage:
         if not text:
             raise web.HTTPBadRequest(text="text is empty")
         chat_id, chat_type = chat_of(person, str(body.get("chat") or "dm"))
-        mentions: list[tuple[str, str, str]] = []
-        if chat_type == "group" and body.get("mention", True):
-            mentions = [("@_user_1", BOT_OPEN_ID, BOT_NAME)]
-            text = f"@_user_1 {text}"
-        message_id = f"om_sandbox_{uuid.uuid4().hex[:20]}"
-        envelope = message_event(
-            message_id=message_id,
-            chat_id=chat_id,
-            chat_type=chat_type,
-            text=text,
-            sender_open_id=person.open_id,
-            mentions=mentions,
-            verification_token=self._bot.verification_token,
-            app_id=self._emulator.app_id,
+        mention = chat_type == "group" and bool(body.get("mention", True))
+        message_id, status, answer = await self._deliver(
+            person, chat_id, chat_type, text_message(text, mention=mention)
         )
-        seeded = self._emulator.add_event_message(envelope)
-        seeded.mentions = envelope["event"]["message"].get("mentions", [])
-        self._emulator.touch()
-        status, answer = await self._push("/feishu/events", envelope)
         return web.json_response(
             {"message_id": message_id, "chat_id": chat_id, "status": status, "answer": answer}
         )
+
+    async def _attach(self, request: web.Request) -> web.Response:
+        upload = await read_upload(request)
+        person = _person(upload.fields.get("user"))
+        chat_id, chat_type = chat_of(person, upload.fields.get("chat") or "dm")
+        mention = chat_type == "group" and upload.fields.get("mention", "true") == "true"
+        caption = upload.fields.get("text", "").strip()
+        sent = attachment_messages(upload, caption=caption, mention=mention)
+        delivered = [await self._deliver(person, chat_id, chat_type, one) for one in sent]
+        refused = [(status, answer) for _, status, answer in delivered if status != 200]
+        status, answer = refused[0] if refused else delivered[-1][1:]
+        waits = chat_type == "group" and sent[0].message_type == "file" and not caption
+        return web.json_response(
+            {
+                "message_ids": [message_id for message_id, _, _ in delivered],
+                "message_types": [one.message_type for one in sent],
+                "chat_id": chat_id,
+                "status": status,
+                "answer": answer,
+                "note": GROUP_FILE_NOTE if waits else None,
+            }
+        )
+
+    async def _resource(self, request: web.Request) -> web.Response:
+        message_id, key = request.match_info["message_id"], request.match_info["key"]
+        stored = stored_file(self._emulator, message_id, key)
+        if stored is None:
+            raise web.HTTPNotFound(text=f"message {message_id} carries no file {key}")
+        return file_response(stored)
 
     async def _click(self, request: web.Request) -> web.Response:
         body = await _json(request)
@@ -161,6 +188,37 @@ class ChatPage:
             self._emulator.touch()
         toast = answer.get("toast") if isinstance(answer, dict) else None
         return web.json_response({"status": status, "toast": toast})
+
+    async def _deliver(
+        self, person: Person, chat_id: str, chat_type: str, outgoing: Outgoing
+    ) -> tuple[str, int, Any]:
+        """Seed the message (and its files) as the person's, then push it to the bot."""
+        message_id = f"om_sandbox_{uuid.uuid4().hex[:20]}"
+        envelope = message_event(
+            message_id=message_id,
+            chat_id=chat_id,
+            chat_type=chat_type,
+            content=outgoing.content,
+            message_type=outgoing.message_type,
+            sender_open_id=person.open_id,
+            mentions=outgoing.mentions,
+            verification_token=self._bot.verification_token,
+            app_id=self._emulator.app_id,
+        )
+        seeded = self._emulator.add_event_message(envelope)
+        seeded.mentions = envelope["event"]["message"].get("mentions", [])
+        for file in outgoing.files:  # there before the push: the bot downloads them at once
+            self._emulator.add_resource(
+                message_id,
+                file.key,
+                file.data,
+                kind=file.kind,
+                content_type=file.content_type,
+                file_name=file.file_name,
+            )
+        self._emulator.touch()
+        status, answer = await self._push("/feishu/events", envelope)
+        return message_id, status, answer
 
     async def _push(self, path: str, envelope: dict[str, Any]) -> tuple[int, Any]:
         assert self._session is not None

@@ -1,17 +1,29 @@
 """What the chat page shows: the emulator's messages of one chat, as plain JSON.
 
 Cards are handed over as their JSON (a CardKit entity's current state, with its element
-contents as the bot last streamed them); the page renders them.
+contents as the bot last streamed them); the page renders them. The files of image, file
+and post messages, a person's or the bot's, are listed in ``attachments``: kind ("image" |
+"file"), name, size and the page's URL for their bytes (None when nobody stored them).
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from bot.feishu.post import flatten_post_json
 
 from .emulator import FakeFeishu, FakeMessage
+from .files import message_files, stored_file
 from .people import BOT_NAME, PEOPLE
+
+# What stands for a message that has neither text nor a file the page shows.
+_LABELS = {
+    "audio": "[voice message]",
+    "media": "[video]",
+    "sticker": "[sticker]",
+    "merge_forward": "[forwarded messages]",
+}
 
 
 def transcript(emulator: FakeFeishu, chat_id: str) -> list[dict[str, Any]]:
@@ -37,6 +49,7 @@ def _message(emulator: FakeFeishu, message: FakeMessage) -> dict[str, Any]:
         "text": "",
         "card": None,
         "streaming": False,
+        "attachments": _attachments(emulator, message),
     }
     content = message.content if isinstance(message.content, dict) else {}
     if message.msg_type == "interactive":
@@ -45,7 +58,12 @@ def _message(emulator: FakeFeishu, message: FakeMessage) -> dict[str, Any]:
         entry["card"] = card.card if card is not None else content
         entry["streaming"] = bool(card and card.streaming_mode)
     elif message.msg_type == "post":
-        entry["text"] = post_text(content)
+        # The post's images show as thumbnails, not as "[image]" in its text.
+        entry["text"] = post_text(_without_images(content))
+    elif message.msg_type in ("image", "file"):
+        entry["kind"] = message.msg_type
+    elif message.msg_type in _LABELS:
+        entry["text"] = _LABELS[message.msg_type]
     else:
         entry["text"] = _mentions_named(str(content.get("text", "")), message.mentions)
     return entry
@@ -55,6 +73,36 @@ def post_text(content: dict[str, Any]) -> str:
     """The text of a ``post`` message, read as the bot reads it (``bot.feishu.post``)."""
     flat = flatten_post_json(content)
     return flat.text if flat is not None else ""
+
+
+def _attachments(emulator: FakeFeishu, message: FakeMessage) -> list[dict[str, Any]]:
+    shown = []
+    for kind, key in message_files(message):
+        stored = stored_file(emulator, message.message_id, key)
+        path = "/".join(urllib.parse.quote(part, safe="") for part in (message.message_id, key))
+        shown.append(
+            {
+                "kind": kind,
+                "key": key,
+                "name": stored.name if stored else "",
+                "size": len(stored.data) if stored else None,
+                "url": f"/api/resource/{path}" if stored else None,
+            }
+        )
+    return shown
+
+
+def _without_images(value: Any) -> Any:
+    """A post's content without its ``img`` elements, whatever its wrapping."""
+    if isinstance(value, dict):
+        return {name: _without_images(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [
+            _without_images(item)
+            for item in value
+            if not (isinstance(item, dict) and item.get("tag") == "img")
+        ]
+    return value
 
 
 def _mentions_named(text: str, mentions: list[dict[str, Any]]) -> str:

@@ -1,12 +1,15 @@
 """``larkgate dev``'s chat page in a real browser: a streamed DM answer, an approval card in
-the group refused for the ordinary user and approved by the admin, ``/readonly on``."""
+the group refused for the ordinary user and approved by the admin, ``/readonly on``; an
+image and a file attached, shown in the transcript, and answered."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from PIL import Image, ImageDraw
 
 from bot.sandbox.people import ADMIN, USER
 from bot.sandbox.runner import Sandbox
@@ -89,3 +92,89 @@ async def test_sandbox_dm_approval_and_readonly(sandbox, browser_page, shoot):
     await reply.wait_for()
     assert "on" in (await reply.inner_text()).lower()
     await shoot(page, "sandbox-readonly")
+
+
+async def paste_image(page: Any, name: str) -> None:
+    """Paste a file named ``name`` into the message box, as a browser does from the clipboard."""
+    await page.evaluate(
+        """(name) => {
+            const data = new DataTransfer();
+            data.items.add(new File([new Uint8Array([137, 80, 78, 71])], name,
+                                    { type: "image/png" }));
+            document.getElementById("text").dispatchEvent(
+                new ClipboardEvent("paste", { clipboardData: data, bubbles: true }));
+        }""",
+        name,
+    )
+
+
+def chart(width: int, height: int) -> bytes:
+    """A PNG bar chart, so the screenshot shows a thumbnail that looks like one."""
+    image = Image.new("RGB", (width, height), (255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    for i, share in enumerate((0.4, 0.7, 0.55, 0.9)):
+        left = 12 + i * (width - 24) // 4
+        draw.rectangle(
+            (left, height - 8 - share * (height - 16), left + 24, height - 8), fill=(51, 112, 255)
+        )
+    return _png(image)
+
+
+def _png(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+async def test_sandbox_attach_an_image_and_a_file(sandbox, browser_page, shoot):
+    sandbox, _ = sandbox
+    page = browser_page
+    await page.goto(sandbox.page_url)
+    await page.get_by_text("model: fake-model").wait_for()
+    await page.select_option("#user", USER.key)
+    await page.select_option("#chat", "dm")
+
+    # A pasted image waits next to the box; its ✕ (a labelled button) takes it away.
+    await paste_image(page, "pasted.png")
+    await page.locator("#pending", has_text="pasted.png").wait_for()
+    await page.get_by_role("button", name="Remove the attachment").press("Enter")
+    await page.locator("#pending").wait_for(state="hidden")
+
+    # The attach button opens the file input; the chosen image goes with a caption.
+    attach = page.get_by_role("button", name="Attach an image or a file")
+    async with page.expect_file_chooser() as chooser:
+        await attach.press("Enter")  # usable from the keyboard
+    await (await chooser.value).set_files(
+        {"name": "chart.png", "mimeType": "image/png", "buffer": chart(160, 90)}
+    )
+    await page.locator("#pending", has_text="chart.png").wait_for()
+    assert await page.get_attribute("#text", "placeholder") == "Add a caption (optional)…"
+    await page.fill("#text", "what does this chart show?")
+    await page.press("#text", "Enter")
+
+    mine = page.locator(".msg.mine .bubble", has_text="what does this chart show?")
+    thumb = mine.locator("img.thumb")
+    await thumb.wait_for()
+    await page.wait_for_function(
+        "() => document.querySelector('.msg.mine img.thumb')?.naturalWidth === 160"
+    )
+    assert await page.locator("#pending").is_hidden()
+    await page.locator(".card", has_text="All done here: nothing to do.").wait_for()
+    await page.locator(".card-body.streaming").wait_for(state="detached")
+
+    # A file through the input itself: its name, size and a download link in the bubble.
+    await page.set_input_files(
+        "#file", {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"42 widgets\n"}
+    )
+    await page.click("#send")
+    link = page.locator(".msg.mine a.file", has_text="notes.txt · 11 B")
+    await link.wait_for()
+    assert await link.get_attribute("download") == "notes.txt"
+    done = page.locator(".card", has_text="All done here: nothing to do.")
+    await page.wait_for_function(
+        "() => [...document.querySelectorAll('.card')]"
+        ".filter((c) => c.textContent.includes('All done here')).length === 2"
+    )
+    assert await done.count() == 2
+    await page.locator(".card-body.streaming").wait_for(state="detached")
+    await shoot(page, "sandbox-attachments")

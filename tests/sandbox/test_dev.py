@@ -4,23 +4,18 @@ the page's own API the way the browser does (Playwright tests are a later step).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 
 from bot.cli import main
 from bot.config import SettingsError, load_settings
 from bot.sandbox.people import ADMIN, GROUP_CHAT_ID, USER
-from bot.sandbox.runner import DEV_DATABASE_URL, Sandbox, dev_settings
+from bot.sandbox.runner import DEV_DATABASE_URL, dev_settings
 
-from fakes.openai_server import FakeOpenAIServer
-from support.cards import button_values, texts
+from support.cards import button_values
 from support.env import clear_settings
-from support.sandbox import model, running_sandbox
-
-Transcript = dict[str, Any]
+from support.sandbox import answered, card_text, cards
 
 
 @pytest.fixture(autouse=True)
@@ -28,86 +23,9 @@ def clean_env(monkeypatch, tmp_path):
     clear_settings(monkeypatch, tmp_path)
 
 
-class Page:
-    """The chat page's API, as the browser calls it."""
-
-    def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
-        self.url = url
-        self.session = session
-
-    async def transcript(self, user: str, chat: str, after: int = -1) -> Transcript:
-        query = {"user": user, "chat": chat, "after": str(after)}
-        async with self.session.get(self.url + "/api/transcript", params=query) as resp:
-            assert resp.status == 200, await resp.text()
-            return await resp.json()
-
-    async def send(self, user: str, chat: str, text: str, mention: bool = True) -> dict[str, Any]:
-        body = {"user": user, "chat": chat, "text": text, "mention": mention}
-        async with self.session.post(self.url + "/api/messages", json=body) as resp:
-            assert resp.status == 200, await resp.text()
-            answer = await resp.json()
-        assert answer["status"] == 200, answer
-        return answer
-
-    async def click(self, user: str, message_id: str, value: dict[str, Any]) -> dict[str, Any]:
-        body = {"user": user, "message_id": message_id, "value": value}
-        async with self.session.post(self.url + "/api/click", json=body) as resp:
-            assert resp.status == 200, await resp.text()
-            return await resp.json()
-
-    async def until(
-        self,
-        user: str,
-        chat: str,
-        condition: Callable[[list[dict[str, Any]]], Any],
-        seen: list[list[dict[str, Any]]] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Long-poll the transcript, as the page does, until ``condition`` holds."""
-        revision = -1
-        for _ in range(500):
-            data = await self.transcript(user, chat, after=revision)
-            if seen is not None:
-                seen.append(data["messages"])
-            if condition(data["messages"]):
-                return data["messages"]
-            revision = data["revision"]
-        raise AssertionError(f"never seen; last transcript: {data['messages']}")
-
-
-@pytest.fixture
-def llm_server(fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
-    fake_openai.handler = model
-    return fake_openai
-
-
-@pytest.fixture
-async def sandbox(tmp_path, llm_server, deployer) -> AsyncIterator[Sandbox]:
-    async with running_sandbox(tmp_path, llm_server, deployer) as running:
-        yield running
-
-
-@pytest.fixture
-async def page(sandbox) -> AsyncIterator[Page]:
-    async with aiohttp.ClientSession() as session:
-        yield Page(sandbox.page_url, session)
-
-
-def cards(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for m in messages if m["from_bot"] and m["kind"] == "card"]
-
-
-def card_text(message: dict[str, Any]) -> str:
-    card = message["card"]
-    return "\n".join(texts(card.get("header")) + texts(card.get("body") or card.get("elements")))
-
-
 def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Button label -> its callback value, as the page finds them."""
     return button_values(message["card"])
-
-
-def answered(messages: list[dict[str, Any]], text: str) -> bool:
-    return any(text in card_text(m) and not m["streaming"] for m in cards(messages))
 
 
 async def test_a_dm_gets_the_streamed_answer(sandbox, page):
@@ -187,14 +105,22 @@ async def test_the_page_is_served_and_calls_only_existing_endpoints(sandbox, pag
         html = await resp.text()
     assert "<script>" in html and "larkgate sandbox" in html
     called = set(re.findall(r"""["'](/api/[a-z_/]*)["']""", html))
-    assert called == {"/api/config", "/api/transcript", "/api/messages", "/api/click"}
+    assert called == {
+        "/api/config",
+        "/api/transcript",
+        "/api/messages",
+        "/api/click",
+        "/api/attachments",
+    }
     async with page.session.get(page.url + "/api/config") as resp:
         config = await resp.json()
     assert {p["key"] for p in config["people"]} == {ADMIN.key, USER.key}
     assert config["bot"]["model"] == "fake-model"
     assert [c["key"] for c in config["chats"]] == ["dm", "group"]
     assert config["chats"][1]["chat_id"] == GROUP_CHAT_ID
-    for path in ("/api/messages", "/api/click"):  # exist, and refuse a body that is not JSON
+    assert config["upload_limit"] == 20 * 1024 * 1024
+    # They exist, and refuse a body that is not JSON (or, for attachments, not a form).
+    for path in ("/api/messages", "/api/click", "/api/attachments"):
         async with page.session.post(page.url + path, data=b"nope") as resp:
             assert resp.status == 400
     async with page.session.get(page.url + "/api/transcript?user=nobody") as resp:

@@ -1,19 +1,25 @@
 """``larkgate dev``'s sandbox (the real bot, the Feishu emulator, the chat page) started on
-the fake model, with the deploy tool of ``support.deploy``."""
+the fake model, with the deploy tool of ``support.deploy``; the page's API as the browser
+calls it (:class:`Page`) and readers of its transcript."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from bot.config import load_settings
 from bot.sandbox.runner import Sandbox
 from connectors.config import ConnectorsConfig
 
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.cards import texts
 from support.deploy import Deployer
+
+Transcript = dict[str, Any]
 
 
 def model(body: dict[str, Any]) -> Reply:
@@ -47,3 +53,83 @@ async def running_sandbox(
     connectors = ConnectorsConfig(explicit=True)
     async with Sandbox(settings, port=0, tools=tools, connectors=connectors) as running:
         yield running
+
+
+class Page:
+    """The chat page's API, as the browser calls it."""
+
+    def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
+        self.url = url
+        self.session = session
+
+    async def transcript(self, user: str, chat: str, after: int = -1) -> Transcript:
+        query = {"user": user, "chat": chat, "after": str(after)}
+        async with self.session.get(self.url + "/api/transcript", params=query) as resp:
+            assert resp.status == 200, await resp.text()
+            return await resp.json()
+
+    async def send(self, user: str, chat: str, text: str, mention: bool = True) -> dict[str, Any]:
+        body = {"user": user, "chat": chat, "text": text, "mention": mention}
+        async with self.session.post(self.url + "/api/messages", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            answer = await resp.json()
+        assert answer["status"] == 200, answer
+        return answer
+
+    async def click(self, user: str, message_id: str, value: dict[str, Any]) -> dict[str, Any]:
+        body = {"user": user, "message_id": message_id, "value": value}
+        async with self.session.post(self.url + "/api/click", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            return await resp.json()
+
+    async def until(
+        self,
+        user: str,
+        chat: str,
+        condition: Callable[[list[dict[str, Any]]], Any],
+        seen: list[list[dict[str, Any]]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Long-poll the transcript, as the page does, until ``condition`` holds."""
+        revision = -1
+        for _ in range(500):
+            data = await self.transcript(user, chat, after=revision)
+            if seen is not None:
+                seen.append(data["messages"])
+            if condition(data["messages"]):
+                return data["messages"]
+            revision = data["revision"]
+        raise AssertionError(f"never seen; last transcript: {data['messages']}")
+
+    async def attach(
+        self,
+        user: str,
+        chat: str,
+        data: bytes,
+        name: str,
+        *,
+        content_type: str = "application/octet-stream",
+        text: str = "",
+        mention: bool = True,
+    ) -> aiohttp.ClientResponse:
+        """POST /api/attachments as the page's form does; the response, read."""
+        form = aiohttp.FormData()
+        for field, value in (("user", user), ("chat", chat), ("text", text)):
+            form.add_field(field, value)
+        form.add_field("mention", "true" if mention else "false")
+        form.add_field("file", data, filename=name, content_type=content_type)
+        async with self.session.post(self.url + "/api/attachments", data=form) as resp:
+            await resp.read()
+            return resp
+
+
+def cards(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["from_bot"] and m["kind"] == "card"]
+
+
+def card_text(message: dict[str, Any]) -> str:
+    card = message["card"]
+    return "\n".join(texts(card.get("header")) + texts(card.get("body") or card.get("elements")))
+
+
+def answered(messages: list[dict[str, Any]], text: str) -> bool:
+    return any(text in card_text(m) and not m["streaming"] for m in cards(messages))
