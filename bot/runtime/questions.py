@@ -74,7 +74,9 @@ def _with_media(
     history: list[Message],
     media: TurnMedia,
 ) -> Question:
-    alone = message.message_type in ATTACHMENT_ONLY and not early
+    # Only an attachment, or a post of nothing but images (and the bot's mention).
+    wordless = message.message_type in ATTACHMENT_ONLY or not message.text.strip()
+    alone = wordless and not early
     readable = bool(media.images or media.documents or media.context or media.spoken)
     query = text
     spoken = "\n".join(media.spoken)

@@ -257,4 +257,7 @@ async def test_an_image_only_post_is_answered_not_refused(bot):
     message = bot.feishu.add_post_message("om_ipost", chat_id=CHAT, images=[png()])
     await push(bot, message)
     await bot.reply("om_ipost")
-    assert len(image_urls(loop_requests(bot)[0])) == 1
+    body = loop_requests(bot)[0]
+    assert len(image_urls(body)) == 1
+    # No words beside the image: the model is told what is wanted, not sent an empty question.
+    assert "Describe what it shows" in all_text(body)
