@@ -9,6 +9,7 @@ documents, so a follow-up about "the file" works without downloading it again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from bot.store import LoadedConversation
 
 from .media import MediaReader, TurnMedia
 
+# What the text of a message holds for its media ("[image]", "[file: q3.pdf]"): not words.
+_PLACEHOLDERS = re.compile(r"\[(?:image|video|sticker|audio|file)(?::[^\]]*)?\]")
 # Message types that are only an attachment: no words of the user's beside it.
 ATTACHMENT_ONLY = ("image", "file", "audio", "media", "sticker")
 FILE_ALONE = (
@@ -75,7 +78,9 @@ def _with_media(
     media: TurnMedia,
 ) -> Question:
     # Only an attachment, or a post of nothing but images (and the bot's mention).
-    wordless = message.message_type in ATTACHMENT_ONLY or not message.text.strip()
+    wordless = (
+        message.message_type in ATTACHMENT_ONLY or not _PLACEHOLDERS.sub("", message.text).strip()
+    )
     alone = wordless and not early
     readable = bool(media.images or media.documents or media.context or media.spoken)
     query = text
