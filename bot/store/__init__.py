@@ -9,6 +9,7 @@ engine: plain str, int and dict values go in and come out as frozen value object
     journal = TurnJournal(db)  # a turn's history, run and claims in one transaction
     approvals, org = ApprovalStore(db), OrgSettingsStore(db)  # approvals, read-only mode
     audit, usage = AuditLog(db), UsageStore(db)  # the audit log; budgets and rate limits
+    schedules = ScheduleStore(db)  # scheduled tasks; each due time claimed once, with a lease
 
 Each store method is one short transaction, `db.transact(fn, ...)`: a synchronous function that
 runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
@@ -38,11 +39,19 @@ from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_
 from bot.store.org import OrgSettingsStore, ReadOnlyMode, Switch
 from bot.store.replays import ReplayGuard
 from bot.store.runs import RunRecord, RunStore
+from bot.store.schedules import (
+    TASK_STATES,
+    Firing,
+    ScheduledTask,
+    ScheduleStore,
+    TooManyTasks,
+)
 from bot.store.usage import UsageStore
 
 __all__ = [
     "APPROVAL_STATES",
     "DEFAULT_DATABASE_URL",
+    "TASK_STATES",
     "ApiCallLedger",
     "ApprovalRecord",
     "ApprovalStore",
@@ -59,6 +68,7 @@ __all__ = [
     "DatabaseConfigError",
     "Decision",
     "FinishedTurn",
+    "Firing",
     "HistoryEntry",
     "LedgerEntry",
     "LoadedConversation",
@@ -70,7 +80,10 @@ __all__ = [
     "ReplayGuard",
     "RunRecord",
     "RunStore",
+    "ScheduleStore",
+    "ScheduledTask",
     "Switch",
+    "TooManyTasks",
     "TurnJournal",
     "UsageStore",
     "current_revision",

@@ -313,3 +313,65 @@ class FeishuApiCallsRow(SQLModel, table=True):
     calls: int = Field(sa_type=Integer)
     notified_level: int = Field(sa_type=Integer, default=0)
     updated_at: float = Field(sa_type=Double)
+
+
+class ScheduledTaskRow(SQLModel, table=True):
+    """A task the agent runs on a schedule (a one-off `at` or a `cron`), in its chat.
+
+    `next_run_at` is the due time still to fire (None once it ended); claiming a due time is a
+    conditional update of it, so each due time fires once across processes."""
+
+    __tablename__ = "scheduled_tasks"
+    __table_args__ = (
+        Index("ix_scheduled_tasks_state_next_run_at", "state", "next_run_at"),
+        Index("ix_scheduled_tasks_creator_state", "creator", "state"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    name: str = Field(sa_type=String)
+    prompt: str = Field(sa_type=Text)
+    creator: str = Field(sa_type=String)  # open_id
+    chat_id: str = Field(sa_type=String)
+    chat_type: str = Field(sa_type=String)
+    thread_id: str = Field(sa_type=String)  # "" when not in a thread
+    reply_to: str = Field(sa_type=String)  # the message to post under; "" posts to the chat
+    kind: str = Field(sa_type=String)  # "at" or "cron"
+    expression: str = Field(sa_type=String)
+    timezone: str = Field(sa_type=String)
+    state: str = Field(sa_type=String)  # active, paused, cancelled, done
+    next_run_at: float | None = Field(default=None, sa_type=Double)
+    last_run_at: float | None = Field(default=None, sa_type=Double)
+    last_outcome: str | None = Field(default=None, sa_type=Text)
+    failures: int = Field(sa_type=Integer)  # consecutive
+    created_at: float = Field(sa_type=Double)
+    created_in_run: str = Field(sa_type=String)  # "" when created in the console
+    updated_at: float = Field(sa_type=Double)
+
+
+class ScheduledFiringRow(SQLModel, table=True):
+    """One due time of a task being run, or run: who runs it, until when (a lease, renewed),
+    which attempt. Unique per (task, due time): a due time fires once."""
+
+    __tablename__ = "scheduled_firings"
+    __table_args__ = (
+        UniqueConstraint("task_id", "due_at", name="uq_scheduled_firings_task_id_due_at"),
+        Index("ix_scheduled_firings_state_lease_until", "state", "lease_until"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    task_id: str = Field(
+        sa_column=Column(
+            "task_id",
+            String,
+            ForeignKey("scheduled_tasks.id", ondelete="CASCADE"),
+            nullable=False,
+        )
+    )
+    due_at: float = Field(sa_type=Double)
+    state: str = Field(sa_type=String)  # running, done, failed
+    owner: str = Field(sa_type=String)
+    lease_until: float = Field(sa_type=Double)
+    attempt: int = Field(sa_type=Integer)
+    detail: str | None = Field(default=None, sa_type=Text)
+    created_at: float = Field(sa_type=Double)
+    updated_at: float = Field(sa_type=Double)

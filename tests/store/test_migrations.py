@@ -29,6 +29,8 @@ TABLES = {
     "conversation_locks",
     "replay_guard",
     "feishu_api_calls",
+    "scheduled_tasks",
+    "scheduled_firings",
 }
 
 
@@ -56,7 +58,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0006"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0007"
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):
