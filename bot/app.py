@@ -145,12 +145,16 @@ def _start_chores(services: Services, dedup_retention_hours: int) -> list[asynci
         "purge-replays": _purge_replays(governance),
         "keep-conversation-locks": services.conversation_lock.keep(),
         "count-feishu-api-calls": services.api_usage.run(),
+        "run-scheduled-tasks": services.scheduled_runs.run(),
     }
     return [loop.create_task(work, name=name) for name, work in chores.items()]
 
 
 async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace: float) -> None:
     """Finish what can finish within ``grace``; hand the rest back through the ledger."""
+    # Firings still running are left to their leases: a restart or a replica takes them
+    # over (their header message is posted once: it carries the due time's uuid).
+    await services.scheduled_runs.close()
     unfinished = await services.workers.close(grace)
     await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)

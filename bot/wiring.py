@@ -23,6 +23,7 @@ from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
+from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.budgets import Refusal
 from bot.governance.service import Governance, build_governance
 from bot.metrics import MeteredLLM, Metrics
@@ -35,6 +36,9 @@ from bot.runtime.media import MediaReader, Transcribe
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.run_events import RunEventHub
+from bot.runtime.schedule_cards import ScheduleCards
+from bot.runtime.schedule_tools import ScheduledRunGuard, ScheduleTools
+from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
@@ -50,6 +54,7 @@ from bot.store.api_calls import ApiCallLedger
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
+from bot.store.schedules import ScheduleStore
 from bot.timezones import time_zone
 from connectors.base import ConnectorContext
 from connectors.call_log import CallLogHook
@@ -90,6 +95,8 @@ class Services:
     run_events: RunEventHub  # every run's events (the web console reads them)
     conversation_lock: SharedConversationLock
     api_usage: ApiUsage
+    schedules: ScheduleStore
+    scheduled_runs: ScheduledRuns
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +136,10 @@ class _Tools:
     registry: ToolRegistry
     governance: Governance
     hooks: list[Hook]
+    schedules: ScheduleStore
+    schedule_config: SchedulerConfig
+    # Set when a task is created, so the scheduler looks again at once.
+    schedule_wake: asyncio.Event
 
 
 async def build_services(settings: Settings, overrides: Overrides, metrics: Metrics) -> Built:
@@ -219,7 +230,24 @@ async def _governed_tools(
 ) -> _Tools:
     runtime = settings.runtime()
     hub = await build_connectors(settings, overrides, base.feishu)
-    registry = ToolRegistry([*hub.registry, *overrides.tools])
+    schedules = ScheduleStore(base.database, clock=base.clock)
+    schedule_config = SchedulerConfig(
+        owner=base.owner,
+        lease_seconds=runtime.claim_lease_seconds,
+        grace_seconds=settings.larkgate_schedule_misfire_grace_seconds,
+        max_per_creator=settings.larkgate_schedule_max_per_user,
+        min_interval_seconds=settings.larkgate_schedule_min_interval_seconds,
+    )
+    wake = asyncio.Event()
+    schedule_tools = ScheduleTools(
+        schedules,
+        schedule_config,
+        default_timezone=settings.larkgate_timezone,
+        is_admin=settings.governance().is_admin,
+        wake=wake.set,
+        clock=base.clock,
+    )
+    registry = ToolRegistry([*hub.registry, *schedule_tools.tools(), *overrides.tools])
     governance = build_governance(
         settings.governance(),
         database=base.database,
@@ -240,18 +268,26 @@ async def _governed_tools(
     call_log = CallLogStore(base.database)
     hooks: list[Hook] = [
         *overrides.hooks,
+        ScheduledRunGuard(),
         *governance.hooks,
         CallLogHook(call_log.record, hub.connector_of, clock=base.clock),
     ]
-    return _Tools(hub=hub, registry=registry, governance=governance, hooks=hooks)
+    return _Tools(
+        hub=hub,
+        registry=registry,
+        governance=governance,
+        hooks=hooks,
+        schedules=schedules,
+        schedule_config=schedule_config,
+        schedule_wake=wake,
+    )
 
 
 def _message_path(
     settings: Settings, base: _Foundation, tools: _Tools, tasks: TaskTracker
 ) -> Services:
     """From a verified event to an answer: intake, the handler, workers and turns."""
-    runtime = settings.runtime()
-    clock = base.clock
+    runtime, clock = settings.runtime(), base.clock
     ledger = MessageLedger(base.database, clock=clock)
     # A turn's first read (its conversation) rides in the transaction that takes the
     # conversation's lock: one round trip fewer per message.
@@ -272,9 +308,11 @@ def _message_path(
     turns = _turn_runner(
         settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events
     )
+    scheduled_runs, schedule_cards = _schedules(settings, base, tools, workers, turns)
     handler = _message_handler(
         settings, base, tools.governance, ledger, workers, conversations, turns, in_flight
     )
+    handler.schedules = schedule_cards  # /schedules
     intake = EventIntake(
         ledger,
         handler,
@@ -302,7 +340,36 @@ def _message_path(
         run_events=run_events,
         conversation_lock=conversation_lock,
         api_usage=base.api_usage,
+        schedules=tools.schedules,
+        scheduled_runs=scheduled_runs,
     )
+
+
+def _schedules(
+    settings: Settings,
+    base: _Foundation,
+    tools: _Tools,
+    workers: ConversationWorkers,
+    turns: TurnRunner,
+) -> tuple[ScheduledRuns, ScheduleCards]:
+    """The scheduler that fires tasks as turns, and the /schedules card with its buttons."""
+    runs = ScheduledRuns(
+        tools.schedules,
+        tools.schedule_config,
+        feishu=base.feishu,
+        workers=workers,
+        turns=turns,
+        budgets=tools.governance.budgets,
+        wake=tools.schedule_wake,
+        clock=base.clock,
+    )
+    cards = ScheduleCards(
+        tools.schedules,
+        is_admin=settings.governance().is_admin,
+        timezone=settings.larkgate_timezone,
+    )
+    tools.governance.card_actions.register(SCHEDULE_ACTION, cards.click)
+    return runs, cards
 
 
 def _interrupt_limits(runtime: RuntimeConfig) -> InterruptLimits:

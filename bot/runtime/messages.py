@@ -23,12 +23,13 @@ from .identity import BotIdentity
 from .intake import InFlight
 from .questions import has_media
 from .replies import ReplyFailed, ReplySender, ReplyTarget
+from .schedule_cards import ScheduleCards
 from .turns import TurnRunner
 from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin")
+COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin", "/schedules")
 # The reply to a message its conversation had no room for: a run in progress has taken
 # in all it may, and as many messages as may wait for later turns are waiting.
 CONVERSATION_FULL = (
@@ -57,7 +58,10 @@ class MessageHandler:
         admit: Admission | None = None,
         admin_help: Callable[[str], str | None] | None = None,
         waiting: WaitingMedia | None = None,
+        schedules: ScheduleCards | None = None,
     ) -> None:
+        # /schedules: the card of the sender's scheduled tasks (None: not enabled).
+        self.schedules = schedules
         # Files posted in groups without a mention, kept for the sender's next question.
         self._waiting = waiting or WaitingMedia()
         self._admin = admin
@@ -151,6 +155,8 @@ class MessageHandler:
                 await self._finish(job.message_id)
             await self._conversations.reset(key)
             await self._notice(message, texts.RESET)
+        elif command == "/schedules":
+            await self._schedules_card(message)
         elif self._admin is None:
             await self._notice(message, texts.HELP)
         elif command == "/readonly":
@@ -158,14 +164,21 @@ class MessageHandler:
             reply = await self._admin.readonly(
                 args, actor=message.sender_open_id, chat_id=message.chat_id
             )
-            await self._admin_reply(message, reply)
+            await self._card_reply(message, reply)
         elif command == "/admin":
             reply = await self._admin.admin_card(
                 actor=message.sender_open_id, chat_id=message.chat_id
             )
-            await self._admin_reply(message, reply)
+            await self._card_reply(message, reply)
 
-    async def _admin_reply(self, message: InboundMessage, reply: AdminReply) -> None:
+    async def _schedules_card(self, message: InboundMessage) -> None:
+        if self.schedules is None:
+            await self._notice(message, "Scheduled tasks are not enabled here.")
+            return
+        card = await self.schedules.card(message.sender_open_id)
+        await self._card_reply(message, AdminReply("Your scheduled tasks", card=card))
+
+    async def _card_reply(self, message: InboundMessage, reply: AdminReply) -> None:
         if reply.card is None:
             await self._notice(message, reply.text)
             return

@@ -9,6 +9,9 @@ HELP = """\
 - A message sent while I am working is added to the current task.
 - `/stop` stops the reply in progress.
 - `/reset` starts a new conversation (I forget the earlier messages).
+- Send me images and files (PDF, Word, Excel, PowerPoint, text, code) and ask about them.
+- Ask me to do something later or on a rhythm ("every weekday at 9 post the open tasks
+  here"); `/schedules` lists your scheduled tasks, with buttons to cancel them.
 - `/help` shows this message.
 - Admins: `/readonly on|off|status` switches every tool that writes off or on for the whole
   organisation; `/admin` shows the admin card.

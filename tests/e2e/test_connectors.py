@@ -11,6 +11,10 @@ from e2e.harness import running_bot, settings_for
 from fakes.openai_server import Reply
 
 ALL_TOOLS = {
+    # The bot's own: scheduled tasks.
+    "schedule_task",
+    "list_scheduled_tasks",
+    "cancel_scheduled_task",
     "calculator",
     "current_time",
     "sql_list_tables",

@@ -1,0 +1,204 @@
+"""The model's tools for scheduled tasks: ``schedule_task``, ``list_scheduled_tasks`` and
+``cancel_scheduled_task`` (the names and arguments are pinned by DESIGN §4).
+
+Who and where come from the run the tool serves (``current_run().deps``, the turn's
+context), never from the model: a task belongs to the person who asked, in the chat (and
+topic) where they asked. A scheduled run cannot schedule tasks, so a schedule cannot
+multiply itself; a cap per person and a minimum interval stop the rest of the abuse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.engine import HookResult, Tool, ToolError, ToolUse, current_run, tool_from_function
+from bot.schedules import ScheduleError, parse_schedule
+from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
+
+from .scheduler import SchedulerConfig, schedule_of
+
+NAME_CHARS = 60
+PROMPT_CHARS = 2_000
+# What a scheduled run may not do: a schedule that makes or ends schedules could multiply.
+SCHEDULING_TOOLS = ("schedule_task", "cancel_scheduled_task")
+
+
+class ScheduledRunGuard:
+    """A PreToolUse hook: a scheduled run cannot schedule or cancel tasks. Before the
+    approval gate, so no one is asked to approve what would be refused anyway."""
+
+    async def pre_tool_use(self, call: ToolUse) -> HookResult:
+        scheduled = bool(getattr(call.run.deps, "scheduled_task", None))
+        if call.name in SCHEDULING_TOOLS and scheduled:
+            return HookResult(
+                allow=False, reason="a scheduled run cannot schedule or cancel scheduled tasks"
+            )
+        return HookResult()
+
+
+class ScheduleTools:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        config: SchedulerConfig,
+        *,
+        default_timezone: str,
+        is_admin: Callable[[str], bool],
+        wake: Callable[[], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._default_timezone = default_timezone
+        self._is_admin = is_admin
+        self._wake = wake
+        self._clock = clock
+
+    def tools(self) -> list[Tool]:
+        return [
+            tool_from_function(
+                self.schedule_task, name="schedule_task", side_effect="write", timeout=30
+            ),
+            tool_from_function(
+                self.list_scheduled_tasks,
+                name="list_scheduled_tasks",
+                side_effect="read",
+                timeout=30,
+            ),
+            tool_from_function(
+                self.cancel_scheduled_task,
+                name="cancel_scheduled_task",
+                side_effect="write",
+                timeout=30,
+            ),
+        ]
+
+    async def schedule_task(
+        self,
+        prompt: str,
+        at: str | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Schedule a task: the agent runs `prompt` at a time (`at`) or on a rhythm (`cron`)
+        and posts its answer in this conversation. Give exactly one of `at` or `cron`.
+
+        Args:
+            prompt: What to do when it fires, written to make sense on its own (name the
+                chat, the table, the people: no "this" or "that").
+            at: A one-off: an ISO 8601 date-time, e.g. 2026-12-04T09:00:00+08:00 (without
+                an offset it is read in the time zone).
+            cron: A repeating schedule: five cron fields (minute hour day month weekday),
+                e.g. "0 9 * * 1-5" for weekdays at 9:00.
+            timezone: An IANA time zone such as Asia/Shanghai; default: the bot's.
+            name: A short name for the task, shown on its messages.
+        """
+        context = _context()
+        if getattr(context, "scheduled_task", ""):
+            raise ToolError("a scheduled run cannot schedule tasks; ask in the chat instead")
+        prompt = prompt.strip()
+        if not prompt or len(prompt) > PROMPT_CHARS:
+            raise ToolError(f"the prompt must be 1 to {PROMPT_CHARS} characters")
+        schedule = self._parse(at, cron, timezone)
+        first = schedule.next_after(datetime.fromtimestamp(self._clock(), UTC))
+        if first is None:
+            raise ToolError("that time is in the past; give a time in the future")
+        try:
+            task = await self._store.create(
+                name=_name(name, prompt),
+                prompt=prompt,
+                creator=_text(context, "sender_open_id"),
+                chat_id=_text(context, "chat_id"),
+                chat_type=_text(context, "chat_type"),
+                thread_id=_text(context, "thread_id"),
+                reply_to=_text(context, "message_id") if _text(context, "thread_id") else "",
+                kind=schedule.kind,
+                expression=schedule.expression,
+                timezone=schedule.timezone,
+                next_run_at=first.timestamp(),
+                created_in_run=getattr(current_run(), "run_id", ""),
+                max_per_creator=self._config.max_per_creator,
+            )
+        except TooManyTasks as exc:
+            raise ToolError(str(exc)) from exc
+        self._wake()
+        when = schedule.describe()
+        return f"Scheduled task {task.id}: {task.name}, {when}; next run {_when(first)}."
+
+    async def list_scheduled_tasks(self) -> str:
+        """List the scheduled tasks of the person asking (an admin sees everyone's): id,
+        what it does, its schedule in words, the next run, and the last run's outcome."""
+        asker = _text(_context(), "sender_open_id")
+        tasks = await self._store.list(creator=None if self._is_admin(asker) else asker)
+        if not tasks:
+            return "No scheduled tasks."
+        return "\n".join(_line(task) for task in tasks)
+
+    async def cancel_scheduled_task(self, task_id: str) -> str:
+        """Cancel a scheduled task. Only the person who created it, or an admin, may.
+
+        Args:
+            task_id: The task's id, from list_scheduled_tasks.
+        """
+        asker = _text(_context(), "sender_open_id")
+        task = await self._store.get(task_id.strip())
+        if task is None or task.state in ("cancelled", "done"):
+            raise ToolError(f"there is no active scheduled task {task_id!r}")
+        if task.creator != asker and not self._is_admin(asker):
+            raise ToolError("only the person who created that task, or an admin, may cancel it")
+        cancelled = await self._store.cancel(task.id)
+        if cancelled is None:
+            raise ToolError(f"task {task_id!r} had already ended")
+        return f"Cancelled {task.id}: {task.name}."
+
+    def _parse(self, at: str | None, cron: str | None, timezone: str | None) -> Any:
+        try:
+            return parse_schedule(
+                at=at,
+                cron=cron,
+                timezone=timezone or self._default_timezone,
+                now=datetime.fromtimestamp(self._clock(), UTC),
+                min_interval_seconds=self._config.min_interval_seconds,
+            )
+        except ScheduleError as exc:
+            raise ToolError(str(exc)) from exc
+
+
+def _context() -> object:
+    run = current_run()
+    deps = getattr(run, "deps", None)
+    if deps is None or not getattr(deps, "chat_id", ""):
+        raise ToolError("scheduled tasks can only be managed from a chat with the bot")
+    return deps
+
+
+def _text(context: object, name: str) -> str:
+    value = getattr(context, name, "")
+    return value if isinstance(value, str) else ""
+
+
+def _name(name: str | None, prompt: str) -> str:
+    chosen = " ".join((name or prompt).split())
+    return chosen if len(chosen) <= NAME_CHARS else chosen[: NAME_CHARS - 1] + "…"
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _line(task: ScheduledTask) -> str:
+    schedule = schedule_of(task).describe()
+    following = _when(datetime.fromtimestamp(task.next_run_at, UTC)) if task.next_run_at else "none"
+    last = "never run"
+    if task.last_run_at:
+        last = (
+            f"last run {_when(datetime.fromtimestamp(task.last_run_at, UTC))}: {task.last_outcome}"
+        )
+    return (
+        f"- {task.id} [{task.state}] {task.name}: {schedule}; next run {following}; {last}. "
+        f"Prompt: {task.prompt}"
+    )
