@@ -27,6 +27,7 @@ from bot.governance.actions import toast
 from bot.governance.service import Governance
 from bot.metrics import Metrics
 from bot.runtime.intake import MESSAGE_EVENT
+from bot.runtime.schedule_console import ScheduleConsole
 from bot.store import RunStore
 from bot.wiring import Overrides, Services, build_services
 from connectors.config import ConnectorsConfig
@@ -107,6 +108,9 @@ def _lifecycle(
             RunStore(services.database, clock=overrides.clock),
             services.governance,
             api_usage=services.api_usage,
+            schedules=ScheduleConsole(
+                services.schedules, admin=lambda: services.governance.console.admin
+            ),
         )
         runtime = settings.runtime()
         chores = _start_chores(services, runtime.dedup_retention_hours)

@@ -17,6 +17,8 @@ end up in access logs): the page reads the stream with ``fetch()``, not ``EventS
     POST /api/readonly {"on": true|false}  switch it, as an admin
     GET  /api/audit?limit=50&action=...    the audit log, newest first
     GET  /api/usage                        tokens and messages per user and group, today
+    GET  /api/schedules                    every scheduled task (bot.runtime.schedule_console)
+    POST /api/schedules/{id}/cancel        cancel one, as an admin (audited)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from aiohttp import web
 from bot.governance.service import Governance
 from bot.runtime.api_budget import ApiUsage
 from bot.runtime.run_events import RunChannel, RunEventHub
+from bot.runtime.schedule_console import ScheduleConsole, task_json
 from bot.store.approvals import ApprovalRecord
 from bot.store.runs import RunRecord, RunStore
 
@@ -54,6 +57,7 @@ class Console:
     runs: RunStore
     governance: Governance
     api_usage: ApiUsage | None = None
+    schedules: ScheduleConsole | None = None
     heartbeat_seconds: float = sse.HEARTBEAT_SECONDS
 
 
@@ -93,6 +97,8 @@ def add_console(app: web.Application, token: str) -> None:
     app.router.add_post("/api/readonly", guarded(_set_read_only))
     app.router.add_get("/api/audit", guarded(_audit))
     app.router.add_get("/api/usage", guarded(_usage))
+    app.router.add_get("/api/schedules", guarded(_schedules))
+    app.router.add_post("/api/schedules/{task_id}/cancel", guarded(_cancel_schedule))
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -313,6 +319,32 @@ async def _usage(request: web.Request) -> web.Response:
             "feishu_api": _api_usage_json(request.app[CONSOLE].api_usage),
         }
     )
+
+
+def _schedule_console(request: web.Request) -> ScheduleConsole:
+    schedules = request.app[CONSOLE].schedules
+    if schedules is None:
+        raise web.HTTPNotFound(
+            text=json.dumps({"error": "scheduled tasks are not available"}),
+            content_type="application/json",
+        )
+    return schedules
+
+
+async def _schedules(request: web.Request) -> web.Response:
+    return web.json_response({"schedules": await _schedule_console(request).tasks()})
+
+
+async def _cancel_schedule(request: web.Request) -> web.Response:
+    result = await _schedule_console(request).cancel(request.match_info["task_id"])
+    status = {"cancelled": 200, "unknown": 404, "closed": 409, "forbidden": 403}[result.outcome]
+    body: dict[str, Any] = {
+        "outcome": result.outcome,
+        "schedule": task_json(result.task) if result.task is not None else None,
+    }
+    if result.outcome == "forbidden":
+        body["error"] = "no admin (LARKGATE_ADMINS) to cancel it as"
+    return web.json_response(body, status=status)
 
 
 def _api_usage_json(usage: ApiUsage | None) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from typing import Any
 from bot.feishu.events import CardAction
 from bot.feishu.schedules_card import ScheduleRow, schedules_card
 from bot.governance.actions import toast
+from bot.store.audit import AuditEntry
 from bot.store.schedules import ScheduledTask, ScheduleStore
 from bot.timezones import time_zone
 
@@ -45,7 +46,14 @@ class ScheduleCards:
             return toast("warning", "That task no longer exists.", await self.card(actor))
         if task.creator != actor and not self._is_admin(actor):
             return toast("error", NOT_YOURS)
-        if await self._store.cancel(task.id) is None:
+        entry = AuditEntry(
+            "schedule.cancelled",
+            actor=actor,
+            target=task.id,
+            chat_id=action.open_chat_id or task.chat_id,
+            detail={"via": "card", "name": task.name, "creator": task.creator},
+        )
+        if await self._store.cancel(task.id, audit=entry) is None:
             return toast("info", "That task had already ended.", await self.card(actor))
         notice = f"Cancelled “{task.name}”."
         return toast("success", notice, await self.card(actor, notice=notice))

@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import BigInteger, and_, bindparam, func, or_, select, update
 from sqlalchemy.engine import Connection
 
+from bot.store.audit import AuditEntry, write_audit
 from bot.store.db import Database
 from bot.store.schedule_firings import (
     ACTIVE,
@@ -184,11 +185,15 @@ class ScheduleStore:
         params["p_creator"] = creator
         return await self._db.transact(select_tasks, _LIST_MINE, params, write=False)
 
-    async def cancel(self, task_id: str) -> ScheduledTask | None:
+    async def cancel(
+        self, task_id: str, *, audit: AuditEntry | None = None
+    ) -> ScheduledTask | None:
         """Cancel an active or paused task; None when there is no such task or it had ended.
-        Whether the caller may cancel it is the caller's check. A run under way goes on."""
+        Whether the caller may cancel it is the caller's check. A run under way goes on.
+        `audit` is written in the same transaction, so the row exists exactly when this call
+        cancelled the task (a cancel that lost a race leaves none)."""
         params = {"p_id": task_id, "now": self._clock()}
-        return await self._db.transact(_returning_task, _CANCEL, params)
+        return await self._db.transact(_cancel, params, audit)
 
     async def resume(self, task_id: str, *, next_run_at: float) -> ScheduledTask | None:
         """Make a paused task active again, due at `next_run_at`, its failure count reset;
@@ -299,6 +304,15 @@ def _lock_key(creator: str) -> int:
 def _get(connection: Connection, task_id: str) -> ScheduledTask | None:
     row = connection.execute(_BY_ID, {"p_id": task_id}).mappings().first()
     return None if row is None else task_of(row)
+
+
+def _cancel(
+    connection: Connection, params: dict[str, Any], audit: AuditEntry | None
+) -> ScheduledTask | None:
+    task = _returning_task(connection, _CANCEL, params)
+    if task is not None and audit is not None:
+        write_audit(connection, audit, params["now"])
+    return task
 
 
 def _returning_task(

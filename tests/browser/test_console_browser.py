@@ -1,8 +1,9 @@
 """The web console in a real browser: sign in, watch a live run's tool call and streaming
-answer, approve the pending approval, switch read-only mode."""
+answer, approve the pending approval, switch read-only mode, cancel a scheduled task."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -109,3 +110,28 @@ async def test_console_sign_in_watch_approve_and_read_only(bot, browser_page, sh
     await page.locator("#audit tr", has_text="readonly.on").wait_for()
     assert (await bot.services.governance.org.read_only()).on
     await shoot(page, "console-readonly")
+
+    # A scheduled task is listed with its schedule in words; Cancel (confirmed) ends it.
+    task = await bot.services.schedules.create(
+        name="Morning digest",
+        prompt="Post the open tasks",
+        creator=USER,
+        chat_id="oc_team",
+        chat_type="group",
+        thread_id="",
+        reply_to="",
+        kind="cron",
+        expression="0 9 * * 1-5",
+        timezone="UTC",
+        next_run_at=time.time() + 86_400,
+        created_in_run="",
+        max_per_creator=20,
+    )
+    await page.click("#refresh-schedules")
+    row = page.locator(f'#schedules tr[data-task="{task.id}"]')
+    await row.get_by_text("every weekday at 09:00 (UTC)").wait_for()
+    page.once("dialog", lambda dialog: dialog.accept())
+    await row.locator("button", has_text="Cancel").click()
+    await page.get_by_text("No scheduled tasks.").wait_for()
+    await page.locator("#audit tr", has_text="schedule.cancelled").wait_for()
+    assert (await bot.services.schedules.get(task.id)).state == "cancelled"

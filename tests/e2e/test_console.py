@@ -234,13 +234,13 @@ async def test_a_run_not_in_memory_is_served_from_the_runs_table(console, gate):
 async def test_every_console_route_needs_the_token(console):
     async with console() as bot:
         paths = ["/api/runs", "/api/runs/x/events", "/api/approvals", "/api/readonly"]
-        paths += ["/api/audit", "/api/usage"]
+        paths += ["/api/audit", "/api/usage", "/api/schedules"]
         for path in paths:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
                 async with bot.session.get(bot.url + path, headers=headers) as resp:
                     assert resp.status == 401, path
                     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
-        for path in ("/api/approvals/x/approve", "/api/readonly"):
+        for path in ("/api/approvals/x/approve", "/api/readonly", "/api/schedules/x/cancel"):
             async with bot.session.post(bot.url + path, json={"on": True}) as resp:
                 assert resp.status == 401
         # The token is not taken from the URL.
@@ -357,6 +357,7 @@ async def test_the_page_is_served_and_uses_only_existing_endpoints(console):
             for m in re.findall(r"[`\"](/api/[^`\"]*)[`\"]", page)
         }
         assert named >= {"/api/runs", "/api/approvals", "/api/readonly", "/api/audit"}
+        assert named >= {"/api/schedules", "/api/schedules/{x}/cancel"}
         routes = [
             (route.method, route.resource.canonical)
             for route in bot.app.router.routes()
@@ -368,3 +369,4 @@ async def test_the_page_is_served_and_uses_only_existing_endpoints(console):
             assert matching, path
         for path in ("/api/runs", "/api/approvals", "/api/readonly", "/api/audit", "/api/usage"):
             await get_json(bot, path)
+        await get_json(bot, "/api/schedules")

@@ -194,6 +194,12 @@ async def test_schedules_card_cancels_and_only_for_the_creator(tmp_path, feishu,
         )
         assert answer["toast"]["type"] == "success"
         assert (await bot.services.schedules.list(creator=USER)) == []
+        (entry,) = await bot.services.governance.audit.recent(action="schedule.")
+        assert (entry.action, entry.actor, entry.detail["via"]) == (
+            "schedule.cancelled",
+            USER,
+            "card",
+        )
 
 
 async def test_a_scheduled_run_cannot_schedule_tasks(tmp_path, feishu, llm_server, clock):
