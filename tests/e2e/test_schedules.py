@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
+from bot.schedules import Schedule
+
 from e2e.harness import Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.deploy import Deployer, deploying
 
 USER = "ou_user"
 CHAT = "oc_dm"
@@ -218,3 +221,144 @@ async def test_a_scheduled_run_cannot_schedule_tasks(tmp_path, feishu, llm_serve
             callback_values(m.content) for m in bot.replies_to(headers(bot)[0].message_id)
         )
         assert len(await bot.services.schedules.list(creator=USER)) == 1
+
+
+ADMIN = "ou_admin"
+
+
+async def add_task(
+    bot: Bot, clock: Clock, prompt: str, *, cron: str = "0 * * * *", first_in: float | None = None
+):
+    """A task of USER's in CHAT straight into the store, as schedule_task makes it; first due
+    ``first_in`` seconds from now (a card clicked after it stays within the signed window),
+    or at its cron's next time."""
+    schedule = Schedule.stored("cron", cron, "UTC")
+    first = schedule.next_timestamp_after(clock.now) if first_in is None else clock.now + first_in
+    task = await bot.services.schedules.create(
+        name=prompt,
+        prompt=prompt,
+        creator=USER,
+        chat_id=CHAT,
+        chat_type="p2p",
+        thread_id="",
+        reply_to="",
+        kind="cron",
+        expression=cron,
+        timezone="UTC",
+        next_run_at=first,
+        created_in_run="",
+        max_per_creator=20,
+    )
+    bot.services.scheduled_runs.wake()
+    return task
+
+
+async def fire(bot: Bot, clock: Clock, fired: int) -> Any:
+    """Move the clock just past the task's due time; its ``fired``-th header once posted."""
+    clock.now = (await _task(bot)).next_run_at + 1
+    bot.services.scheduled_runs.wake()
+    await bot.wait_for(lambda: len(headers(bot)) == fired)
+    return headers(bot)[-1]
+
+
+def deploy_when_fired(body: dict[str, Any]) -> Reply:
+    """Deploys api when the fired prompt says so; anything else is answered."""
+    question = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if "Deploy api" in str(question):
+        return deploying(["api"])(body)
+    return Reply(content=f"Answer: {question}")
+
+
+async def test_a_write_in_a_scheduled_run_asks_for_approval_under_its_header(
+    tmp_path, feishu, llm_server, clock
+):
+    deployer = Deployer()
+    llm_server.handler = deploy_when_fired
+    settings = settings_for(tmp_path, feishu, llm_server)
+    async with running_bot(
+        settings, feishu, llm_server, tools=[deployer.tool()], clock=clock
+    ) as bot:
+        await add_task(bot, clock, "Deploy api to production", first_in=60)
+        header = await fire(bot, clock, 1)
+        assert header.chat_id == CHAT
+        # The approval card: under the header, in the task's chat; the creator approves
+        # (no admins: the requester is the approver).
+        await bot.wait_for(
+            lambda: any(callback_values(m.content) for m in bot.replies_to(header.message_id))
+        )
+        (card,) = [m for m in bot.replies_to(header.message_id) if callback_values(m.content)]
+        assert card.chat_id == CHAT and "deploy" in json.dumps(card.content)
+        assert deployer.runs == []
+        await approve_everything(bot, header.message_id)
+        await bot.wait_for(lambda: outcome_is(bot, "ok"))
+        await bot.settle()
+        assert deployer.runs == ["api"]  # once
+        (approval,) = await bot.services.governance.audit.recent(action="approval.approved")
+        assert approval.actor == USER
+
+
+async def test_read_only_mode_holds_in_a_scheduled_run(tmp_path, feishu, llm_server, clock):
+    deployer = Deployer()
+    llm_server.handler = deploy_when_fired
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_admins=ADMIN)
+    async with running_bot(
+        settings, feishu, llm_server, tools=[deployer.tool()], clock=clock
+    ) as bot:
+        await bot.say("om_ro", "/readonly on", sender_open_id=ADMIN)
+        await bot.wait_for(lambda: bool(bot.replies_to("om_ro")))
+        assert (await bot.services.governance.org.read_only()).on
+        await add_task(bot, clock, "Deploy api to production")
+        asked_before = len(llm_server.requests)
+        header = await fire(bot, clock, 1)
+        await bot.reply(header.message_id)
+        await bot.settle()
+        fired = [r.body for r in llm_server.requests[asked_before:] if r.body.get("tools")]
+        assert fired, "the scheduled run asked the model nothing with tools"
+        offered = {t["function"]["name"] for body in fired for t in body["tools"]}
+        assert "deploy" not in offered and "list_scheduled_tasks" in offered
+        assert deployer.runs == []
+        assert not any(callback_values(m.content) for m in bot.replies_to(header.message_id))
+
+
+def failing_when_fired(body: dict[str, Any]) -> Reply:
+    """The model refuses the fired prompt's every request (a 400 is not retried)."""
+    question = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if "Post the digest" in str(question):
+        return Reply.error(400, "the model refused the request")
+    return Reply(content=f"Answer: {question}")
+
+
+async def test_three_failed_firings_in_a_row_pause_the_task_and_tell_its_creator(
+    tmp_path, feishu, llm_server, clock
+):
+    llm_server.handler = failing_when_fired
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_console_token="t")
+    async with running_bot(settings, feishu, llm_server, clock=clock) as bot:
+        await add_task(bot, clock, "Post the digest")
+        for failed in (1, 2, 3):
+            header = await fire(bot, clock, failed)
+            await bot.wait_for(lambda n=failed: failures_are(bot, n))
+            # The card under the header says what failed.
+            assert "language model is not reachable" in await bot.reply(header.message_id)
+        task = await _task(bot)
+        assert task.state == "paused" and task.next_run_at is not None
+        assert task.last_outcome.startswith("failed: the run ended: error")
+        dm = f"oc_p2p_{USER}"
+        await bot.wait_for(lambda: any(m.chat_id == dm for m in bot.feishu.sent))
+        (told,) = [m for m in bot.feishu.sent if m.chat_id == dm]
+        assert "paused" in told.content["text"] and "Post the digest" in told.content["text"]
+        # Paused: the next due time passes and nothing fires.
+        clock.now = task.next_run_at + 1
+        bot.services.scheduled_runs.wake()
+        await bot.settle()
+        assert len(headers(bot)) == 3
+        # The console shows it paused, with the last outcome.
+        async with bot.session.get(
+            bot.url + "/api/schedules", headers={"Authorization": "Bearer t"}
+        ) as resp:
+            (listed,) = (await resp.json())["schedules"]
+        assert listed["state"] == "paused" and listed["last_outcome"] == task.last_outcome
+
+
+async def failures_are(bot: Bot, count: int) -> bool:
+    return (await _task(bot)).failures == count
