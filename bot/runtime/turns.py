@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.conversations.slots import RunSlot
@@ -217,6 +217,8 @@ class TurnRunner:
         finished = _finished_turn(
             turn, message, question, start, result, answer, outcome, self._owner
         )
+        if extras.scheduled_task:  # its message is our own header: no claim to complete
+            finished = replace(finished, completed_message_ids=())
         await self._record(finished, result, events)
         return result.status
 
