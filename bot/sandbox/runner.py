@@ -16,7 +16,7 @@ from connectors.config import ConnectorsConfig
 
 from .emulator import FakeFeishu
 from .page import BotEndpoint, ChatPage
-from .people import ADMIN, APP_ID, BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID
+from .people import ADMIN, APP_ID, BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE
 
 DEV_DATABASE_URL = "sqlite+aiosqlite:///./larkgate-dev.db"
 RECORDED_REQUESTS = 2000  # the emulator keeps this many; a long session must not grow
@@ -78,6 +78,9 @@ class Sandbox:
         )
         self.emulator.max_recorded = RECORDED_REQUESTS
         self.emulator.workspace.add_chat(GROUP_CHAT_ID, "larkgate sandbox")
+        # What the bot sends a person (a paused task's notice) shows in their DM on the page.
+        for person in PEOPLE.values():
+            self.emulator.dm_chats[person.open_id] = person.dm_chat_id()
         self.bot_settings: Settings | None = None
         self.bot_app: web.Application | None = None
         self.bot_url = ""

@@ -107,7 +107,10 @@ Messages
     Replying to an id the fake has never seen creates that parent on the fly, in chat
     ``default_chat_id``, unless ``strict = True`` (then 230001). Seed real parents with
     ``add_message(...)`` or ``add_event_message(envelope)`` (an envelope from
-    ``bot.sandbox.push.message_event``) to get their chat and thread right.
+    ``bot.sandbox.push.message_event``) to get their chat and thread right. A message sent
+    to a person (``receive_id_type`` other than ``chat_id``) lands in their direct chat with
+    the bot: ``dm_chats[receive_id]`` when set (the sandbox maps its people to the DMs its
+    page shows), else ``oc_p2p_<receive_id>``.
 
 Files (modules ``resources``, ``uploads``, ``inbound``; their docstrings give every rule)
     Seed messages with files, in Feishu's shapes, and their bytes:

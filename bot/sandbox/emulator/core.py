@@ -66,6 +66,8 @@ class EmulatorCore:
         self.token_reissue_below = 1800.0
         self.strict = False
         self.default_chat_id = "oc_fake_chat"
+        # A person's id -> their direct chat with the bot, where messages sent to them land.
+        self.dm_chats: dict[str, str] = {}
         self.edit_window_s = 14 * 24 * 3600.0
         self.clock = clock  # card timings only
         self.card_ops_limit = 10

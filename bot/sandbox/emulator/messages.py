@@ -168,10 +168,13 @@ class MessagesApi(EmulatorCore):
         msg_type, content = _message_content(body)
         self._check_media_key(msg_type, content)
         card = self._card_to_send(msg_type, content)
-        chat_id = receive_id if id_type == "chat_id" else f"oc_p2p_{receive_id}"
+        chat_id = receive_id if id_type == "chat_id" else self._dm_chat(receive_id)
         message = self._new_message(chat_id, msg_type, content, uuid=body.get("uuid"))
         self._mark_sent(card, message)
         return self._ok(message.to_wire())
+
+    def _dm_chat(self, receive_id: str) -> str:
+        return self.dm_chats.get(receive_id) or f"oc_p2p_{receive_id}"
 
     async def _reply_message(self, request: web.Request) -> web.Response:
         parent = self._target(request.match_info["message_id"], create=not self.strict)
