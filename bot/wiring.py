@@ -25,6 +25,7 @@ from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
 from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.budgets import Refusal
+from bot.governance.names import UserNames
 from bot.governance.service import Governance, build_governance
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime import texts
@@ -239,12 +240,15 @@ async def _governed_tools(
         min_interval_seconds=settings.larkgate_schedule_min_interval_seconds,
     )
     wake = asyncio.Event()
+    # One people directory: approval cards name people, schedules default to their zone.
+    names = UserNames(base.feishu)
     schedule_tools = ScheduleTools(
         schedules,
         schedule_config,
         default_timezone=settings.larkgate_timezone,
         is_admin=settings.governance().is_admin,
         wake=wake.set,
+        time_zone_of=names.time_zone,
         clock=base.clock,
     )
     registry = ToolRegistry([*hub.registry, *schedule_tools.tools(), *overrides.tools])
@@ -261,6 +265,7 @@ async def _governed_tools(
         replay_window_seconds=2 * runtime.max_event_age_seconds + 60,
         clock=base.clock,
         on_approval_outcome=base.metrics.approval_outcome,
+        names=names,
     )
     # Governance's hooks come last among those that may rewrite or hold a call: the
     # approver sees the arguments that will run, and read-only mode is checked again

@@ -1,8 +1,9 @@
-"""People's display names, for what the model reads ("denied by Alice").
+"""People's display names, for what the model reads ("denied by Alice"), and their time
+zones (a scheduled task's default).
 
 Cards use ``<at id=…>`` mentions, which Feishu renders itself; the model only sees
 text, so names are looked up (contact API, cached) with the open_id as the fallback
-when the app may not read contacts.
+when the app may not read contacts. The same answer carries the person's time zone.
 """
 
 from __future__ import annotations
@@ -36,35 +37,48 @@ class UserNames:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._feishu = feishu
-        self._cache: dict[str, tuple[float, str]] = {}  # open_id -> (expires at, name)
+        # open_id -> (expires at, name, time zone or None)
+        self._cache: dict[str, tuple[float, str, str | None]] = {}
         self._cache_size = cache_size
         self._clock = clock
-        self._pending: dict[str, asyncio.Task[tuple[str, bool]]] = {}
+        self._pending: dict[str, asyncio.Task[tuple[str, str | None, bool]]] = {}
 
     async def name(self, open_id: str) -> str:
         if not open_id:
             return "someone"
+        name, _ = await self._person(open_id)
+        return name
+
+    async def time_zone(self, open_id: str) -> str | None:
+        """The person's time zone as Feishu has it (an IANA name), or None when unknown."""
+        if not open_id:
+            return None
+        _, zone = await self._person(open_id)
+        return zone
+
+    async def _person(self, open_id: str) -> tuple[str, str | None]:
         cached = self._cache.get(open_id)
         if cached is not None and cached[0] > self._clock():
-            return cached[1]
+            return cached[1], cached[2]
         task = self._pending.get(open_id)
         if task is None:
             task = asyncio.ensure_future(self._look_up(open_id))
             self._pending[open_id] = task
             task.add_done_callback(lambda _: self._pending.pop(open_id, None))
-        name, found = await asyncio.shield(task)
+        name, zone, found = await asyncio.shield(task)
         if len(self._cache) >= self._cache_size:
             self._cache.clear()
-        self._cache[open_id] = (self._clock() + (NAME_TTL if found else MISS_TTL), name)
-        return name
+        self._cache[open_id] = (self._clock() + (NAME_TTL if found else MISS_TTL), name, zone)
+        return name, zone
 
-    async def _look_up(self, open_id: str) -> tuple[str, bool]:
+    async def _look_up(self, open_id: str) -> tuple[str, str | None, bool]:
         try:
             request = BatchUserRequest.builder().user_ids([open_id]).user_id_type("open_id")
             body = await self._feishu.call("contact.user.batch", request.build())
             items = (body.get("data") or {}).get("items") or []
             if items and items[0].get("name"):
-                return str(items[0]["name"]), True
+                zone = items[0].get("time_zone")
+                return str(items[0]["name"]), zone if isinstance(zone, str) and zone else None, True
         except (FeishuError, AttributeError, TypeError) as exc:
             logger.info("no name for %s (%s); using the open_id", open_id, exc)
-        return open_id, False
+        return open_id, None, False

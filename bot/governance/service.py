@@ -69,14 +69,18 @@ def build_governance(
     replay_window_seconds: float,
     clock: Callable[[], float] = time.time,
     on_approval_outcome: Callable[[str], None] | None = None,
+    names: UserNames | None = None,
 ) -> Governance:
+    """``names``: the people directory (cached names and time zones), when the caller
+    shares one with other parts; else governance makes its own."""
     approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome)
     org = OrgSettingsStore(database, clock=clock)
     audit = AuditLog(database, clock=clock)
     waits = ApprovalWaits(approvals)
     cards = ApprovalCards(feishu, approvals, config=config)
     replays = ReplayGuard(database, clock=clock)
-    gate = _gate(config, approvals, waits, cards, feishu, connector_of, owner, clock)
+    names = names or UserNames(feishu)
+    gate = _gate(config, approvals, waits, cards, names, connector_of, owner, clock)
     switch = ReadOnlySwitch(org, approvals, waits, cards, spawn=spawn)
     admin = AdminCommands(config, org, audit, switch, ButtonSeal(config.button_key))
     decisions = ApprovalDecisions(
@@ -115,13 +119,12 @@ def _gate(
     approvals: ApprovalStore,
     waits: ApprovalWaits,
     cards: ApprovalCards,
-    feishu: FeishuClient,
+    names: UserNames,
     connector_of: Callable[[str], str | None],
     owner: str,
     clock: Callable[[], float],
 ) -> FeishuGateHook:
     # The card names the requester: a cached lookup per person, not one per approval.
-    names = UserNames(feishu)
     return FeishuGateHook(
         config=config,
         store=approvals,

@@ -10,13 +10,14 @@ multiply itself; a cap per person and a minimum interval stop the rest of the ab
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.engine import HookResult, Tool, ToolError, ToolUse, current_run, tool_from_function
 from bot.schedules import ScheduleError, parse_schedule
 from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
+from bot.timezones import UnknownTimeZone, check_time_zone
 
 from .scheduler import SchedulerConfig, schedule_of
 
@@ -48,8 +49,11 @@ class ScheduleTools:
         default_timezone: str,
         is_admin: Callable[[str], bool],
         wake: Callable[[], None],
+        time_zone_of: Callable[[str], Awaitable[str | None]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        # The creator's time zone in Feishu: a task without one is read in it.
+        self._time_zone_of = time_zone_of
         self._store = store
         self._config = config
         self._default_timezone = default_timezone
@@ -103,7 +107,8 @@ class ScheduleTools:
         prompt = prompt.strip()
         if not prompt or len(prompt) > PROMPT_CHARS:
             raise ToolError(f"the prompt must be 1 to {PROMPT_CHARS} characters")
-        schedule = self._parse(at, cron, timezone)
+        zone = timezone or await self._creator_zone(_text(context, "sender_open_id"))
+        schedule = self._parse(at, cron, zone)
         first = schedule.next_after(datetime.fromtimestamp(self._clock(), UTC))
         if first is None:
             raise ToolError("that time is in the past; give a time in the future")
@@ -154,6 +159,20 @@ class ScheduleTools:
         if cancelled is None:
             raise ToolError(f"task {task_id!r} had already ended")
         return f"Cancelled {task.id}: {task.name}."
+
+    async def _creator_zone(self, creator: str) -> str | None:
+        """The creator's Feishu time zone when Feishu says and it is a real zone, else None
+        (the bot's LARKGATE_TIMEZONE, then UTC)."""
+        if self._time_zone_of is None or not creator:
+            return None
+        try:
+            zone = await self._time_zone_of(creator)
+        except Exception:  # a directory hiccup must not stop the scheduling
+            return None
+        try:
+            return check_time_zone(zone) if zone else None
+        except UnknownTimeZone:
+            return None
 
     def _parse(self, at: str | None, cron: str | None, timezone: str | None) -> Any:
         try:

@@ -9,6 +9,7 @@ import json
 import time
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -365,3 +366,25 @@ async def test_three_failed_firings_in_a_row_pause_the_task_and_tell_its_creator
 
 async def failures_are(bot: Bot, count: int) -> bool:
     return (await _task(bot)).failures == count
+
+
+async def test_a_task_without_a_time_zone_is_read_in_its_creators_feishu_zone(
+    tmp_path, feishu, llm_server, clock
+):
+    feishu.workspace.add_user(USER, "Ada", time_zone="America/New_York")
+    llm_server.handler = scheduling(prompt="Morning digest", cron="0 9 * * 1-5")
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_timezone="Asia/Shanghai")
+    async with running_bot(settings, feishu, llm_server, clock=clock) as bot:
+        await schedule(bot)
+        task = await _task(bot)
+    assert task.timezone == "America/New_York"
+    due = datetime.fromtimestamp(task.next_run_at, UTC).astimezone(ZoneInfo("America/New_York"))
+    assert (due.hour, due.minute) == (9, 0) and due.isoweekday() <= 5
+
+
+async def test_without_a_known_zone_the_bots_zone_is_used(tmp_path, feishu, llm_server, clock):
+    llm_server.handler = scheduling(prompt="Morning digest", cron="0 9 * * *")
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_timezone="Europe/Berlin")
+    async with running_bot(settings, feishu, llm_server, clock=clock) as bot:
+        await schedule(bot)  # no such person in the directory: no zone from Feishu
+        assert (await _task(bot)).timezone == "Europe/Berlin"

@@ -23,6 +23,7 @@ class FakeUser:
     job_title: str = ""
     department_ids: list[str] = field(default_factory=lambda: ["0"])
     resigned: bool = False
+    time_zone: str = "Asia/Shanghai"  # what the person set in Feishu (IANA)
 
     @property
     def user_id(self) -> str:
@@ -48,6 +49,7 @@ class FakeUser:
             "mobile": self.mobile,
             "mobile_visible": True,
             "job_title": self.job_title,
+            "time_zone": self.time_zone,
             "department_ids": list(self.department_ids),
             "status": {
                 "is_activated": not self.resigned,
