@@ -375,3 +375,22 @@ class ScheduledFiringRow(SQLModel, table=True):
     detail: str | None = Field(default=None, sa_type=Text)
     created_at: float = Field(sa_type=Double)
     updated_at: float = Field(sa_type=Double)
+
+
+class UserTokenRow(SQLModel, table=True):
+    """A person's Feishu user tokens (issue 18), encrypted: ``ciphertext`` is a Fernet token
+    of the access and refresh tokens. Expiries and scope stay in the clear so that the
+    refresh decision and the console need no key. ``refreshing_until`` is the refresh lease:
+    one process refreshes while the others wait for its result."""
+
+    __tablename__ = "user_tokens"
+
+    open_id: str = Field(sa_type=String, primary_key=True)
+    ciphertext: str = Field(sa_type=Text, repr=False)
+    expires_at: float = Field(sa_type=Double)
+    refresh_expires_at: float = Field(sa_type=Double)
+    scope: str = Field(sa_type=Text)
+    refreshing_until: float = Field(sa_type=Double)
+    refresh_owner: str = Field(sa_type=String)
+    created_at: float = Field(sa_type=Double)
+    updated_at: float = Field(sa_type=Double)

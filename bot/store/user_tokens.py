@@ -1,0 +1,269 @@
+"""Per-user Feishu tokens, encrypted at rest, refreshed by one process at a time.
+
+The tokens let the bot act as a person in Feishu, so a copy of the database must not be a
+copy of everyone's access: the access and refresh tokens are sealed with Fernet
+(AES-128-CBC + HMAC-SHA256) under ``LARKGATE_TOKEN_KEY`` before they reach a row, together
+with the owner's open_id, so a ciphertext moved onto another person's row does not open.
+
+Feishu rotates the refresh token on every use, and a used one fails (20073). Two replicas
+refreshing the same person at once would therefore log them out, so ``refresh_if_needed``
+takes a lease on the row (a conditional update of ``refreshing_until``, as the ledger's
+claims do): the holder refreshes, the others poll until the new tokens are there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.engine import Connection
+
+from bot.oauth_tokens import UserTokens
+from bot.store.db import Database
+from bot.store.models import UserTokenRow, table_of
+
+logger = logging.getLogger(__name__)
+
+_t = table_of(UserTokenRow)
+_c = _t.c
+
+KEY_SETTING = "LARKGATE_TOKEN_KEY"
+_MAKE_KEY = (
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
+
+
+class TokenDecryptError(Exception):
+    """Stored tokens that do not open with the configured key (changed, or tampered with)."""
+
+
+class UserTokensMissing(LookupError):
+    """The person has no stored tokens: they must authorise first."""
+
+
+class TokenCipher:
+    """Seals and opens token payloads. Several comma-separated keys rotate: the first
+    seals, any of them opens (cryptography's MultiFernet)."""
+
+    def __init__(self, keys: list[bytes]) -> None:
+        self._fernet = MultiFernet([Fernet(key) for key in keys])
+
+    def __repr__(self) -> str:
+        return "TokenCipher(<keys hidden>)"
+
+    @classmethod
+    def from_setting(cls, value: str | None) -> TokenCipher:
+        """The cipher of a ``LARKGATE_TOKEN_KEY`` value; ValueError saying how to fix it."""
+        keys = [part.strip() for part in (value or "").split(",") if part.strip()]
+        if not keys:
+            raise ValueError(f"{KEY_SETTING} is not set; make one with: {_MAKE_KEY}")
+        try:
+            return cls([key.encode("ascii") for key in keys])
+        except (ValueError, UnicodeEncodeError):
+            # Fernet's own message would not say which setting is wrong.
+            raise ValueError(
+                f"{KEY_SETTING} must be url-safe base64 of 32 bytes (a Fernet key); "
+                f"make one with: {_MAKE_KEY}"
+            ) from None
+
+    def seal(self, open_id: str, tokens: UserTokens) -> str:
+        payload = {"o": open_id, "a": tokens.access_token, "r": tokens.refresh_token}
+        return self._fernet.encrypt(json.dumps(payload).encode()).decode("ascii")
+
+    def open(self, open_id: str, ciphertext: str) -> tuple[str, str]:
+        """(access token, refresh token) of a row of ``open_id``."""
+        try:
+            payload = json.loads(self._fernet.decrypt(ciphertext.encode("ascii")))
+        except (InvalidToken, ValueError):
+            raise TokenDecryptError(
+                f"the stored Feishu tokens of {open_id} do not decrypt with {KEY_SETTING} "
+                "(was the key changed? keep the old key after the new one, comma-separated, "
+                "or have the person authorise again)"
+            ) from None
+        if not isinstance(payload, dict) or payload.get("o") != open_id:
+            raise TokenDecryptError(f"the stored Feishu tokens of {open_id} are not theirs")
+        return str(payload["a"]), str(payload["r"])
+
+
+class UserTokenStore:
+    def __init__(
+        self,
+        db: Database,
+        cipher: TokenCipher,
+        *,
+        clock: Callable[[], float] = time.time,
+        owner: str | None = None,
+    ) -> None:
+        self._db = db
+        self._cipher = cipher
+        self._clock = clock
+        # Who holds a refresh lease: this store, in this process.
+        self._owner = owner or secrets.token_hex(8)
+        self._upsert = (
+            db.insert(_t)
+            .on_conflict_do_update(
+                index_elements=["open_id"],
+                set_={
+                    name: bindparam("p_" + name)
+                    for name in ("ciphertext", "expires_at", "refresh_expires_at", "scope")
+                }
+                | {"updated_at": bindparam("p_now")},
+            )
+            .values(
+                open_id=bindparam("p_open_id"),
+                ciphertext=bindparam("p_ciphertext"),
+                expires_at=bindparam("p_expires_at"),
+                refresh_expires_at=bindparam("p_refresh_expires_at"),
+                scope=bindparam("p_scope"),
+                refreshing_until=0.0,
+                refresh_owner="",
+                created_at=bindparam("p_now"),
+                updated_at=bindparam("p_now"),
+            )
+        )
+
+    def __repr__(self) -> str:
+        return "UserTokenStore(...)"
+
+    async def save(self, open_id: str, tokens: UserTokens) -> None:
+        if tokens.open_id != open_id:
+            raise ValueError("tokens are only ever stored for the person who granted them")
+        await self._db.transact(_save, self._upsert, self._row(open_id, tokens))
+        logger.info("stored Feishu user tokens of %s (scope %s)", open_id, tokens.scope)
+
+    async def get(self, open_id: str) -> UserTokens | None:
+        row = await self._db.transact(_read, open_id, write=False)
+        return None if row is None else self._tokens(row)
+
+    async def delete(self, open_id: str) -> bool:
+        """Forget the person's tokens (``/logout``, an admin's revoke); True if there were any."""
+        deleted = await self._db.transact(_delete, open_id)
+        if deleted:
+            logger.info("deleted the Feishu user tokens of %s", open_id)
+        return deleted
+
+    async def refresh_if_needed(
+        self,
+        open_id: str,
+        *,
+        within_seconds: float,
+        refresh: Callable[[str], Awaitable[UserTokens]],
+        lease_seconds: float = 30.0,
+        wait_seconds: float = 15.0,
+        poll_seconds: float = 0.05,
+    ) -> UserTokens:
+        """The person's tokens, refreshed first when they expire within ``within_seconds``.
+
+        ``refresh(refresh_token)`` is called by one process at a time across replicas; the
+        others poll (every ``poll_seconds``, up to ``wait_seconds``: TimeoutError after)
+        and return what it stored. A failing ``refresh`` releases the lease and raises.
+        Raises UserTokensMissing when there is nothing to refresh.
+        """
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while True:
+            tokens = await self.get(open_id)
+            if tokens is None:
+                raise UserTokensMissing(open_id)
+            if not tokens.expires_within(within_seconds, now=self._clock()):
+                return tokens
+            if await self._take_lease(open_id, lease_seconds):
+                return await self._refresh_holding_lease(open_id, within_seconds, refresh)
+            if asyncio.get_running_loop().time() >= deadline:
+                raise TimeoutError(f"another process is still refreshing the tokens of {open_id}")
+            await asyncio.sleep(poll_seconds)
+
+    async def _refresh_holding_lease(
+        self,
+        open_id: str,
+        within_seconds: float,
+        refresh: Callable[[str], Awaitable[UserTokens]],
+    ) -> UserTokens:
+        try:
+            # Read again under the lease: the previous holder may have just finished.
+            tokens = await self.get(open_id)
+            if tokens is None:
+                raise UserTokensMissing(open_id)
+            if not tokens.expires_within(within_seconds, now=self._clock()):
+                await self._release(open_id)
+                return tokens
+            fresh = await refresh(tokens.refresh_token)
+            if fresh.open_id != open_id:
+                raise ValueError("a refresh returned another person's tokens")
+        except BaseException:
+            await self._release(open_id)
+            logger.warning("refreshing the Feishu user tokens of %s failed", open_id)
+            raise
+        row = self._row(open_id, fresh)
+        await self._db.transact(_save_and_release, self._upsert, row, self._owner)
+        logger.info("refreshed the Feishu user tokens of %s", open_id)
+        return fresh
+
+    async def _take_lease(self, open_id: str, lease_seconds: float) -> bool:
+        now = self._clock()
+        return await self._db.transact(_take, open_id, self._owner, now, now + lease_seconds)
+
+    async def _release(self, open_id: str) -> None:
+        await self._db.transact(_release, open_id, self._owner)
+
+    def _row(self, open_id: str, tokens: UserTokens) -> dict[str, Any]:
+        return {
+            "p_open_id": open_id,
+            "p_ciphertext": self._cipher.seal(open_id, tokens),
+            "p_expires_at": tokens.expires_at,
+            "p_refresh_expires_at": tokens.refresh_expires_at,
+            "p_scope": tokens.scope,
+            "p_now": self._clock(),
+        }
+
+    def _tokens(self, row: Any) -> UserTokens:
+        access, refresh = self._cipher.open(row.open_id, row.ciphertext)
+        return UserTokens(
+            open_id=row.open_id,
+            access_token=access,
+            refresh_token=refresh,
+            expires_at=row.expires_at,
+            refresh_expires_at=row.refresh_expires_at,
+            scope=row.scope,
+        )
+
+
+def _save(connection: Connection, upsert: Any, row: dict[str, Any]) -> None:
+    connection.execute(upsert, row)
+
+
+def _save_and_release(connection: Connection, upsert: Any, row: dict[str, Any], owner: str) -> None:
+    connection.execute(upsert, row)
+    # Only our own lease: if it ran out and someone else holds one now, it is theirs.
+    _release(connection, row["p_open_id"], owner)
+
+
+def _read(connection: Connection, open_id: str) -> Any:
+    return connection.execute(select(_t).where(_c.open_id == open_id)).first()
+
+
+def _delete(connection: Connection, open_id: str) -> bool:
+    return bool(connection.execute(delete(_t).where(_c.open_id == open_id)).rowcount)
+
+
+def _take(connection: Connection, open_id: str, owner: str, now: float, until: float) -> bool:
+    taken = connection.execute(
+        update(_t)
+        .where(_c.open_id == open_id, _c.refreshing_until <= now)
+        .values(refreshing_until=until, refresh_owner=owner, updated_at=now)
+    )
+    return bool(taken.rowcount)
+
+
+def _release(connection: Connection, open_id: str, owner: str) -> None:
+    connection.execute(
+        update(_t)
+        .where(_c.open_id == open_id, _c.refresh_owner == owner)
+        .values(refreshing_until=0.0, refresh_owner="")
+    )
