@@ -12,6 +12,9 @@
     ├── FeishuStreamingClosed   300309, 200850                          streaming mode ended
     ├── FeishuTokenInvalid      99991661, 99991663, 99991668, 99991677  refresh once
     ├── FeishuScopeMissing      99991672  (.scopes)                     tell the admin
+    │   └── FeishuUserScopeMissing  99991679: the user token lacks it   ask the user to consent
+    ├── FeishuAuthorizationGone  20026, 20037, 20064, 20073             the user authorises again
+    ├── FeishuOAuthServerError   20050                                  retryable, once
     ├── FeishuResourceTooLarge  234037, or over our own download limit  say so, with the limit
     │                           (code None; .size, .limit, .read)
     ├── FeishuResourceUnavailable  234003, 234004, 234043               the file cannot be had
@@ -102,6 +105,22 @@ class FeishuScopeMissing(FeishuError):
     def __init__(self, *args: Any, scopes: Iterable[str] = (), **kwargs: Any) -> None:
         self.scopes: tuple[str, ...] = tuple(scopes)
         super().__init__(*args, **kwargs)
+
+
+class FeishuUserScopeMissing(FeishuScopeMissing):
+    """A user token lacks a scope (99991679): the user, not the admin, must grant more."""
+
+
+class FeishuAuthorizationGone(FeishuError):
+    """The user's refresh token is invalid (20026), expired (20037), revoked (20064) or
+    already used (20073, Feishu rotates it on every refresh): they must authorise again.
+    Codes from larksuite/openclaw-lark ``src/core/auth-errors.ts`` (research/feishu-bots.md)."""
+
+
+class FeishuOAuthServerError(FeishuError):
+    """The OAuth token endpoint failed on Feishu's side (20050); worth one more try."""
+
+    retryable = True
 
 
 class FeishuResourceTooLarge(FeishuError):
@@ -316,6 +335,12 @@ CODES: dict[int, _Code] = {
         "forBidden",
         "the app has no permission on that document; share the document with the app",
     ),
+    # The v2 OAuth token endpoint's refresh failures (see FeishuAuthorizationGone).
+    20026: _Code(FeishuAuthorizationGone, "", "the user's authorisation is invalid"),
+    20037: _Code(FeishuAuthorizationGone, "", "the user's authorisation expired"),
+    20064: _Code(FeishuAuthorizationGone, "", "the user's authorisation was revoked"),
+    20073: _Code(FeishuAuthorizationGone, "", "the user's refresh token was already used"),
+    20050: _Code(FeishuOAuthServerError, "", "Feishu's OAuth service failed; try again"),
     99991400: _Code(FeishuRateLimited, "request trigger frequency limit"),
     99991661: _Code(
         FeishuTokenInvalid,
@@ -335,6 +360,9 @@ CODES: dict[int, _Code] = {
         "[im:message, im:message:send_as_bot].",
     ),
     99991677: _Code(FeishuTokenInvalid, ""),
+    99991679: _Code(
+        FeishuUserScopeMissing, "", "the user has not granted the scope; ask them to authorise"
+    ),
     99992402: _Code(FeishuError, "field validation failed", "a request parameter was rejected"),
 }
 _BY_CODE = {code: entry.kind for code, entry in CODES.items() if entry.kind is not FeishuError}
@@ -377,8 +405,8 @@ def error_for(
     cls = FeishuRateLimited if http_status == 429 else _BY_CODE.get(code, FeishuError)
     if cls is FeishuRateLimited:
         return FeishuRateLimited(code, msg, retry_after=_retry_after(headers), **common)
-    if cls is FeishuScopeMissing:
-        return FeishuScopeMissing(code, msg, scopes=_scopes(msg, error), **common)
+    if issubclass(cls, FeishuScopeMissing):
+        return cls(code, msg, scopes=_scopes(msg, error), **common)
     if cls is FeishuResourceTooLarge:
         return FeishuResourceTooLarge(code, msg, limit=FEISHU_DOWNLOAD_LIMIT, **common)
     return cls(code, msg, **common)

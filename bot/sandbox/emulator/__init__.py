@@ -38,6 +38,10 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     Every route but the token one wants ``Authorization: Bearer <valid token>``: missing
     answers 99991661, unknown/expired/revoked 99991663 (HTTP 400). Unknown routes get
     aiohttp's plain-text 404, as a real gateway answers with a non-JSON page.
+    Per-user OAuth (module ``oauth``; its docstring has the rules): GET
+    /open-apis/authen/v1/authorize (302 back with a code; ``consent_as(open_id)``), POST
+    /open-apis/authen/v2/oauth/token (code with PKCE, refresh rotation) and GET
+    /open-apis/authen/v1/user_info take no tenant token; the last wants a user token.
     The workspace routes (contacts, chat list and history, calendar, tasks, Base, docx) are
     listed under "Workspace" below.
 

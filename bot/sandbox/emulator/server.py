@@ -16,13 +16,14 @@ from .cardkit import CARD_ROUTE, CardKitApi
 from .core import TOKEN_PATH
 from .faults import FaultControls
 from .inbound import InboundApi
+from .oauth import OAuthApi
 from .resources import RESOURCE_ROUTE
 from .uploads import UploadsApi
 from .wire import RECORDED, FakeError, RecordedRequest, parse_json
 from .workspace import FakeWorkspace
 
 
-class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, FaultControls):
+class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultControls):
     def __init__(
         self,
         app_id: str = "cli_test",
@@ -33,6 +34,7 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, FaultControls):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(app_id, app_secret, bot_open_id, bot_name, clock=clock)
+        self._init_oauth()
         self.workspace = FakeWorkspace(self)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -86,6 +88,7 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, FaultControls):
             ("PATCH", CARD_ROUTE + "/settings", self._card_settings),
             ("PUT", CARD_ROUTE, self._update_card),
             ("GET", "/open-apis/application/v6/scopes", self._app_scopes),
+            *self._oauth_routes(),
             *self.workspace.routes(),
         ]
 

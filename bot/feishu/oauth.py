@@ -1,0 +1,195 @@
+"""Per-user authorisation with Feishu (issue 18): the consent URL, the v2 token endpoint,
+and who the user is.
+
+Flow (authorization code with PKCE): the bot sends the user to :func:`authorize_url`;
+Feishu redirects the browser to ``redirect_uri?code=&state=``; the callback verifies the
+state (:mod:`bot.feishu.oauth_state`), then :meth:`FeishuOAuth.exchange_code` trades the
+code for tokens at ``POST /open-apis/authen/v2/oauth/token`` and asks
+``GET /open-apis/authen/v1/user_info`` with the new token whose they are, so the caller
+can check that the person who consented is the one who asked.
+
+lark-oapi 1.7 has builders for ``authen/v1`` only (the v1 token calls take an app token
+and no PKCE), so the v2 token request is a hand-built ``lark.BaseRequest`` without any
+access token; user_info uses the SDK's ``GetUserInfoRequest`` with the user token. Both go
+through :class:`~bot.feishu.client.FeishuClient`'s pooled transport and error mapping and
+are counted in ``call_counts`` (``authen.oauth.token``, ``authen.user_info``) like every
+other call, but never with the tenant token and never retried.
+
+Revoking: neither lark-oapi nor our research knows a Feishu endpoint that revokes a user
+token, so ``/logout`` deletes our copy (``UserTokenStore.delete``); the access token then
+lapses on its own within two hours and the refresh token is never used again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import lark_oapi as lark
+from lark_oapi.api.authen.v1 import GetUserInfoRequest
+
+from bot.oauth_tokens import UserTokens
+
+from .client import FeishuClient
+from .config import FeishuConfig
+from .errors import FeishuTransportError
+
+AUTHORIZE_PATH = "/open-apis/authen/v1/authorize"
+TOKEN_PATH = "/open-apis/authen/v2/oauth/token"
+USER_INFO_PATH = "/open-apis/authen/v1/user_info"
+# The v2 token endpoint hands out a refresh token only when this scope was granted; without
+# it the user would have to consent again every two hours.
+OFFLINE_ACCESS = "offline_access"
+
+_ACCOUNTS = {
+    "open.feishu.cn": "https://accounts.feishu.cn",
+    "open.larksuite.com": "https://accounts.larksuite.com",
+}
+
+
+def accounts_domain(open_domain: str) -> str:
+    """Where the consent page is for the OpenAPI domain of ``FEISHU_DOMAIN``.
+
+    Feishu and Lark serve it on their accounts host; any other domain (the emulator, a
+    proxy) is taken to serve it itself.
+    """
+    host = urllib.parse.urlsplit(open_domain).hostname or ""
+    return _ACCOUNTS.get(host, open_domain.rstrip("/"))
+
+
+def authorize_url(
+    app_id: str,
+    redirect_uri: str,
+    state: str,
+    code_challenge: str,
+    scopes: Iterable[str],
+    *,
+    domain: str = lark.FEISHU_DOMAIN,
+) -> str:
+    """The consent page a user opens to grant ``scopes`` (PKCE S256; ``offline_access``
+    is always asked for, so the grant can be refreshed)."""
+    wanted = list(dict.fromkeys([*scopes, OFFLINE_ACCESS]))
+    query = {
+        "client_id": app_id,
+        "response_type": "code",
+        "redirect_uri": redirect_uri,
+        "scope": " ".join(wanted),
+        "state": state,
+        "code_challenge": code_challenge,
+        "code_challenge_method": "S256",
+    }
+    return f"{accounts_domain(domain)}{AUTHORIZE_PATH}?{urllib.parse.urlencode(query)}"
+
+
+class FeishuOAuth:
+    """The token calls of one app, over ``client``'s plumbing."""
+
+    def __init__(
+        self,
+        client: FeishuClient,
+        config: FeishuConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"FeishuOAuth(app_id={self._config.app_id!r})"
+
+    async def exchange_code(
+        self, code: str, *, redirect_uri: str, code_verifier: str
+    ) -> UserTokens:
+        """The tokens a consent's ``code`` is worth, with the open_id of who consented."""
+        body = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": code_verifier,
+        }
+        return await self._tokens(body, open_id=None)
+
+    async def refresh(self, refresh_token: str, *, open_id: str | None = None) -> UserTokens:
+        """New tokens for a refresh token (which Feishu then retires: use the new one).
+
+        ``open_id``: whose they are, when the caller knows (saves the user_info call).
+        Raises FeishuAuthorizationGone when the user must authorise again.
+        """
+        body = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        return await self._tokens(body, open_id=open_id)
+
+    async def user_open_id(self, access_token: str) -> str:
+        """The open_id of the user a user access token belongs to."""
+        request = GetUserInfoRequest.builder().build()
+        option = lark.RequestOption.builder().user_access_token(access_token).build()
+        body = await self._send("authen.user_info", request, option)
+        data = body.get("data")
+        open_id = data.get("open_id") if isinstance(data, dict) else None
+        if not isinstance(open_id, str) or not open_id:
+            raise self._malformed("authen.user_info", "no open_id in the answer")
+        return open_id
+
+    async def _tokens(self, grant: dict[str, str], *, open_id: str | None) -> UserTokens:
+        credentials = {"client_id": self._config.app_id, "client_secret": self._config.app_secret}
+        request = (
+            lark.BaseRequest.builder()
+            .http_method(lark.HttpMethod.POST)
+            .uri(TOKEN_PATH)
+            .token_types(set())  # the app authenticates in the body, not with a token
+            .body({**grant, **credentials})
+            .build()
+        )
+        now = self._clock()
+        body = await self._send("authen.oauth.token", request, lark.RequestOption())
+        access, refresh = body.get("access_token"), body.get("refresh_token")
+        expires_in, refresh_in = body.get("expires_in"), body.get("refresh_token_expires_in")
+        if not (isinstance(access, str) and access and isinstance(expires_in, int | float)):
+            raise self._malformed("authen.oauth.token", "no access_token/expires_in")
+        if not (isinstance(refresh, str) and refresh and isinstance(refresh_in, int | float)):
+            raise self._malformed("authen.oauth.token", "no refresh_token (offline_access?)")
+        return UserTokens(
+            open_id=open_id or await self.user_open_id(access),
+            access_token=access,
+            refresh_token=refresh,
+            expires_at=now + float(expires_in),
+            refresh_expires_at=now + float(refresh_in),
+            scope=str(body.get("scope") or ""),
+        )
+
+    async def _send(
+        self, endpoint: str, request: lark.BaseRequest, option: lark.RequestOption
+    ) -> dict[str, Any]:
+        transport = self._client.transport
+
+        async def send(option: lark.RequestOption) -> Any:
+            response = await transport.send_raw_response(request, option)
+            response.raw.content = _msg_from_description(response.raw.content)
+            return response
+
+        # The client's single attempt: counted, observed and mapped to FeishuError, but
+        # with this option instead of the tenant token (and no token-refresh retry).
+        _, body = await self._client._send(endpoint, send, option)
+        return body
+
+    def _malformed(self, endpoint: str, what: str) -> FeishuTransportError:
+        return self._client._malformed(endpoint, what)
+
+
+def _msg_from_description(content: bytes | None) -> bytes | None:
+    """The v2 token endpoint answers errors the RFC 6749 way, ``error`` (a string) and
+    ``error_description``, with no ``msg``: copy the description into ``msg`` so that the
+    FeishuError says why, and drop ``error``, which the envelope reads as an object."""
+    try:
+        body = json.loads(content or b"")
+    except ValueError:
+        return content
+    if not isinstance(body, dict) or body.get("code") in (0, None) or body.get("msg"):
+        return content
+    body["msg"] = str(body.get("error_description") or body.get("error") or "")
+    if not isinstance(body.get("error"), dict):
+        body.pop("error", None)
+    return json.dumps(body).encode()
