@@ -16,8 +16,9 @@ are counted in ``call_counts`` (``authen.oauth.token``, ``authen.user_info``) li
 other call, but never with the tenant token and never retried.
 
 Revoking: neither lark-oapi nor our research knows a Feishu endpoint that revokes a user
-token, so ``/logout`` deletes our copy (``UserTokenStore.delete``); the access token then
-lapses on its own within two hours and the refresh token is never used again.
+token (larksuite/openclaw-lark's ``revokeUAT`` only deletes its stored copy), so ``/logout``
+deletes ours (``UserTokenStore.delete``); the access token then lapses on its own within
+two hours and the refresh token is never used again.
 """
 
 from __future__ import annotations
@@ -53,11 +54,17 @@ _ACCOUNTS = {
 def accounts_domain(open_domain: str) -> str:
     """Where the consent page is for the OpenAPI domain of ``FEISHU_DOMAIN``.
 
-    Feishu and Lark serve it on their accounts host; any other domain (the emulator, a
-    proxy) is taken to serve it itself.
+    Feishu and Lark serve it on their accounts host (``open.`` becomes ``accounts.``, as
+    Feishu's own clients derive it); any other domain (the emulator, a proxy) is taken to
+    serve it itself.
     """
-    host = urllib.parse.urlsplit(open_domain).hostname or ""
-    return _ACCOUNTS.get(host, open_domain.rstrip("/"))
+    split = urllib.parse.urlsplit(open_domain.rstrip("/"))
+    host = split.hostname or ""
+    if host in _ACCOUNTS:
+        return _ACCOUNTS[host]
+    if host.startswith("open."):  # e.g. a private deployment's open.<domain>
+        return f"{split.scheme}://accounts.{host[len('open.') :]}"
+    return open_domain.rstrip("/")
 
 
 def authorize_url(
@@ -120,7 +127,7 @@ class FeishuOAuth:
         Raises FeishuAuthorizationGone when the user must authorise again.
         """
         body = {"grant_type": "refresh_token", "refresh_token": refresh_token}
-        return await self._tokens(body, open_id=open_id)
+        return await self._tokens(body, open_id=open_id, sent_refresh=refresh_token)
 
     async def user_open_id(self, access_token: str) -> str:
         """The open_id of the user a user access token belongs to."""
@@ -133,7 +140,9 @@ class FeishuOAuth:
             raise self._malformed("authen.user_info", "no open_id in the answer")
         return open_id
 
-    async def _tokens(self, grant: dict[str, str], *, open_id: str | None) -> UserTokens:
+    async def _tokens(
+        self, grant: dict[str, str], *, open_id: str | None, sent_refresh: str = ""
+    ) -> UserTokens:
         credentials = {"client_id": self._config.app_id, "client_secret": self._config.app_secret}
         request = (
             lark.BaseRequest.builder()
@@ -145,18 +154,27 @@ class FeishuOAuth:
         )
         now = self._clock()
         body = await self._send("authen.oauth.token", request, lark.RequestOption())
-        access, refresh = body.get("access_token"), body.get("refresh_token")
-        expires_in, refresh_in = body.get("expires_in"), body.get("refresh_token_expires_in")
+        access, expires_in = body.get("access_token"), body.get("expires_in")
         if not (isinstance(access, str) and access and isinstance(expires_in, int | float)):
             raise self._malformed("authen.oauth.token", "no access_token/expires_in")
-        if not (isinstance(refresh, str) and refresh and isinstance(refresh_in, int | float)):
-            raise self._malformed("authen.oauth.token", "no refresh_token (offline_access?)")
+        # A refresh answer without a new refresh token keeps the one sent (larksuite's own
+        # openclaw-lark does the same); a code exchange without one means the app lacks
+        # offline_access, and a grant that lapses in two hours is not worth storing.
+        refresh = body.get("refresh_token") or sent_refresh
+        if not isinstance(refresh, str) or not refresh:
+            raise self._malformed(
+                "authen.oauth.token", "no refresh_token (enable offline_access for the app)"
+            )
+        expires_at = now + float(expires_in)
+        refresh_in = body.get("refresh_token_expires_in")
+        # Unknown: assume no longer than the access token; the next refresh finds out.
+        refresh_at = now + float(refresh_in) if isinstance(refresh_in, int | float) else expires_at
         return UserTokens(
             open_id=open_id or await self.user_open_id(access),
             access_token=access,
             refresh_token=refresh,
-            expires_at=now + float(expires_in),
-            refresh_expires_at=now + float(refresh_in),
+            expires_at=expires_at,
+            refresh_expires_at=refresh_at,
             scope=str(body.get("scope") or ""),
         )
 

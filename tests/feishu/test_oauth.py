@@ -234,3 +234,18 @@ async def test_no_token_plaintext_in_logs(fake, oauth, caplog):
         fake.app_secret,
     ):
         assert secret not in shown
+
+
+def test_a_private_deployments_accounts_host_is_derived():
+    assert accounts_domain("https://open.example.cn") == "https://accounts.example.cn"
+
+
+async def test_a_refresh_answer_without_a_new_refresh_token_keeps_the_old_one(fake, oauth):
+    back, verifier = await consent(fake)
+    first = await oauth.exchange_code(back["code"], redirect_uri=REDIRECT, code_verifier=verifier)
+    fake.rotate_refresh_tokens = False
+    second = await oauth.refresh(first.refresh_token, open_id=first.open_id)
+    assert second.access_token != first.access_token
+    assert second.refresh_token == first.refresh_token
+    assert second.refresh_expires_at == second.expires_at  # unknown: assume the shorter
+    assert (await oauth.refresh(second.refresh_token)).open_id == "ou_fake_alice"

@@ -10,7 +10,8 @@ user_info, so the OAuth code runs over HTTP against something that refuses what 
          refresh_token, refresh_token_expires_in, scope, token_type}``; errors are HTTP 400
          ``{code, error, error_description}`` (RFC 6749 style, no ``msg``). A code is good
          once, for ``code_ttl`` seconds, with its redirect_uri and the PKCE verifier of its
-         challenge. A refresh rotates: the old refresh token then answers 20073.
+         challenge. A refresh rotates: the old refresh token then answers 20073 (with
+         ``rotate_refresh_tokens = False`` it answers without a new refresh token instead).
     GET  /open-apis/authen/v1/user_info     with a user token: ``data.open_id``, name, ...;
          missing 99991661, unknown or revoked 99991668, expired 99991677.
 
@@ -64,7 +65,7 @@ class FakeCode:
     used: bool = False
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two grants with equal fields are two grants
 class FakeUserGrant:
     """One live token pair; ``refresh_used`` once it was rotated away."""
 
@@ -82,6 +83,9 @@ class OAuthApi(EmulatorCore):
         self.code_ttl = 300.0
         self.user_token_ttl = 7200.0
         self.refresh_token_ttl = 30 * 86400.0
+        # False: a refresh answers without refresh_token(_expires_in), the old one stays
+        # good (Feishu's own clients handle such answers).
+        self.rotate_refresh_tokens = True
         self.oauth_codes: dict[str, FakeCode] = {}
         # Keyed by both tokens of a pair: the access token and the refresh token.
         self.user_grants: dict[str, FakeUserGrant] = {}
@@ -183,27 +187,33 @@ class OAuthApi(EmulatorCore):
             raise _Refused(REFRESH_USED, "invalid_grant", "the refresh token was already used")
         if old.refresh_expires_at <= time.time():
             raise _Refused(REFRESH_EXPIRED, "invalid_grant", "the refresh token expired")
+        if not self.rotate_refresh_tokens:
+            return old
         old.refresh_used = True
         return FakeUserGrant(old.open_id, old.scope, 0.0, 0.0)
 
     def _issue(self, grant: FakeUserGrant) -> web.Response:
         now = time.time()
+        rotating = all(known is not grant for known in self._refresh_grants.values())
         grant.access_expires_at = now + self.user_token_ttl
-        grant.refresh_expires_at = now + self.refresh_token_ttl
-        access, refresh = "u-" + secrets.token_hex(16), "ur-" + secrets.token_hex(16)
+        access = "u-" + secrets.token_hex(16)
         self.user_grants[access] = grant
-        self._refresh_grants[refresh] = grant
-        return web.json_response(
-            {
-                "code": 0,
-                "access_token": access,
-                "expires_in": int(self.user_token_ttl),
+        answer: dict[str, Any] = {
+            "code": 0,
+            "access_token": access,
+            "expires_in": int(self.user_token_ttl),
+            "scope": grant.scope,
+            "token_type": "Bearer",
+        }
+        if rotating:
+            grant.refresh_expires_at = now + self.refresh_token_ttl
+            refresh = "ur-" + secrets.token_hex(16)
+            self._refresh_grants[refresh] = grant
+            answer |= {
                 "refresh_token": refresh,
                 "refresh_token_expires_in": int(self.refresh_token_ttl),
-                "scope": grant.scope,
-                "token_type": "Bearer",
             }
-        )
+        return web.json_response(answer)
 
     async def _user_info(self, request: web.Request) -> web.Response:
         auth = request.headers.get("Authorization", "")
