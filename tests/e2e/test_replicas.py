@@ -25,7 +25,7 @@ from fakes.feishu_push import card_action_event, message_event, signed_request
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.postgres import scratch_database_async, url_text
-from support.processes import serve_env, start_serve, wait_healthy
+from support.processes import serve_env, start_serve, stop_all, wait_healthy
 from support.servers import free_port
 from support.waiting import wait_until
 
@@ -111,17 +111,7 @@ def replicas(database, notes_db, tmp_path) -> Iterator[Any]:
         return urls
 
     yield start
-    for process in started:
-        process.terminate()
-    for process in started:
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    # On a failure, pytest shows this output: what each replica was doing at the end.
-    for index in range(len(started)):
-        lines = (tmp_path / f"replica{index}.log").read_text(errors="replace").splitlines()
-        print(f"--- replica{index}.log (last 40 lines)", *lines[-40:], sep="\n")
+    stop_all(started, [tmp_path / f"replica{index}.log" for index in range(len(started))])
 
 
 async def _post(session: aiohttp.ClientSession, url: str, path: str, envelope: dict) -> dict:

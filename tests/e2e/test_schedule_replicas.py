@@ -28,7 +28,7 @@ from bot.store.schedules import ScheduledTask, ScheduleStore
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.postgres import scratch_database_async, url_text
-from support.processes import serve_env, start_serve, wait_healthy
+from support.processes import serve_env, start_serve, stop_all, wait_healthy
 from support.servers import free_port
 from support.waiting import wait_until
 
@@ -117,16 +117,7 @@ def replicas(database, tmp_path) -> Iterator[Any]:
         return urls
 
     yield start
-    for process in started:
-        process.terminate()
-    for process in started:
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    for index in range(len(started)):
-        lines = (tmp_path / f"replica{index}.log").read_text(errors="replace").splitlines()
-        print(f"--- replica{index}.log (last 40 lines)", *lines[-40:], sep="\n")
+    stop_all(started, [tmp_path / f"replica{index}.log" for index in range(len(started))])
 
 
 async def test_two_processes_fire_a_due_task_once(database, replicas):

@@ -80,3 +80,18 @@ async def wait_healthy(
         await wait_until(
             healthy, within, every=0.1, failure=lambda: f"{url} never became healthy:\n{describe()}"
         )
+
+
+def stop_all(processes: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
+    """Stop ``processes`` (terminate, then kill after 15 s) and print the end of each log:
+    on a failure pytest shows it, which says what each process was doing at the end."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    for log in logs:
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        print(f"--- {log.name} (last 40 lines)", *lines[-40:], sep="\n")
