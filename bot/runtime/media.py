@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from bot.config import MediaConfig
 from bot.engine import ImagePart
@@ -29,6 +29,7 @@ from bot.media import MediaError, extract_text, format_size, prepare_image
 from .vision import ImageText
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # A message may carry many images (a post, a forwarded thread): the model gets the first.
 MAX_IMAGES = 8
@@ -233,42 +234,50 @@ class MediaReader:
     async def _image(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> ImagePart | _Unread:
-        label = attachment.name or "an image"
-        resource = await self._download(message_id, attachment, "image", label, gate)
-        if isinstance(resource, _Unread):
-            return resource
-        try:
-            prepared = await asyncio.to_thread(
-                prepare_image,
-                resource.data,
-                max_side=self._config.image_max_side,
-                max_bytes=self._config.image_max_bytes,
+        config = self._config
+
+        def prepare(resource: Resource) -> ImagePart:
+            prepared = prepare_image(
+                resource.data, max_side=config.image_max_side, max_bytes=config.image_max_bytes
             )
-        except MediaError as exc:
-            return _Unread(f"{label}: {exc.reason}")
-        name = attachment.name or f"image {attachment.key[-6:]}"
-        return ImagePart(prepared.data_url(), label=name)
+            name = attachment.name or f"image {attachment.key[-6:]}"
+            return ImagePart(prepared.data_url(), label=name)
+
+        label = attachment.name or "an image"
+        return await self._read(message_id, attachment, "image", label, gate, prepare)
 
     async def _document(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> _Document | _Unread:
         name = attachment.name or "the file"
-        resource = await self._download(message_id, attachment, "file", name, gate)
+        budget = self._config.file_text_chars
+
+        def extract(resource: Resource) -> _Document:
+            file_name = attachment.name or resource.file_name
+            extracted = extract_text(resource.data, file_name=file_name, max_chars=budget)
+            block = f"[File: {name} ({extracted.kind})]\n{extracted.text}"
+            return _Document(f"{block}\n{extracted.note}" if extracted.note else block, name)
+
+        return await self._read(message_id, attachment, "file", name, gate, extract)
+
+    async def _read(
+        self,
+        message_id: str,
+        attachment: Attachment,
+        kind: str,
+        label: str,
+        gate: asyncio.Semaphore,
+        convert: Callable[[Resource], _T],
+    ) -> _T | _Unread:
+        """Download the attachment, then ``convert`` it in a worker thread (Pillow and the
+        document parsers are CPU work); a media error becomes the user's reason."""
+        resource = await self._download(message_id, attachment, kind, label, gate)
         if isinstance(resource, _Unread):
             return resource
         try:
-            extracted = await asyncio.to_thread(
-                extract_text,
-                resource.data,
-                file_name=attachment.name or resource.file_name,
-                max_chars=self._config.file_text_chars,
-            )
+            return await asyncio.to_thread(convert, resource)
         except MediaError as exc:
-            return _Unread(f"{name}: {exc.reason}")
-        block = f"[File: {name} ({extracted.kind})]\n{extracted.text}"
-        if extracted.note:
-            block += f"\n{extracted.note}"
-        return _Document(block, name)
+            return _Unread(f"{label}: {exc.reason}")
 
     async def _download(
         self,
