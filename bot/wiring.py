@@ -232,13 +232,7 @@ async def _governed_tools(
     runtime = settings.runtime()
     hub = await build_connectors(settings, overrides, base.feishu)
     schedules = ScheduleStore(base.database, clock=base.clock)
-    schedule_config = SchedulerConfig(
-        owner=base.owner,
-        lease_seconds=runtime.claim_lease_seconds,
-        grace_seconds=settings.larkgate_schedule_misfire_grace_seconds,
-        max_per_creator=settings.larkgate_schedule_max_per_user,
-        min_interval_seconds=settings.larkgate_schedule_min_interval_seconds,
-    )
+    schedule_config = _schedule_config(settings, base.owner)
     wake = asyncio.Event()
     # One people directory: approval cards name people, schedules default to their zone.
     names = UserNames(base.feishu)
@@ -315,9 +309,9 @@ def _message_path(
     )
     scheduled_runs, schedule_cards = _schedules(settings, base, tools, workers, turns)
     handler = _message_handler(
-        settings, base, tools.governance, ledger, workers, conversations, turns, in_flight
-    )
-    handler.schedules = schedule_cards  # /schedules
+        settings, base, tools.governance, ledger, workers, conversations, turns, in_flight,
+        schedule_cards,
+    )  # fmt: skip
     intake = EventIntake(
         ledger,
         handler,
@@ -347,6 +341,16 @@ def _message_path(
         api_usage=base.api_usage,
         schedules=tools.schedules,
         scheduled_runs=scheduled_runs,
+    )
+
+
+def _schedule_config(settings: Settings, owner: str) -> SchedulerConfig:
+    return SchedulerConfig(
+        owner=owner,
+        lease_seconds=settings.runtime().claim_lease_seconds,
+        grace_seconds=settings.larkgate_schedule_misfire_grace_seconds,
+        max_per_creator=settings.larkgate_schedule_max_per_user,
+        min_interval_seconds=settings.larkgate_schedule_min_interval_seconds,
     )
 
 
@@ -462,6 +466,7 @@ def _message_handler(
     conversations: ConversationStore,
     turns: TurnRunner,
     in_flight: InFlight,
+    schedules: ScheduleCards,
 ) -> MessageHandler:
     budgets = governance.budgets
     governance_config = settings.governance()
@@ -489,6 +494,7 @@ def _message_handler(
         admin=governance.admin,
         admit=admit if budgets.enabled else None,
         admin_help=admin_help,
+        schedules=schedules,
     )
 
 

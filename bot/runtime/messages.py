@@ -61,7 +61,7 @@ class MessageHandler:
         schedules: ScheduleCards | None = None,
     ) -> None:
         # /schedules: the card of the sender's scheduled tasks (None: not enabled).
-        self.schedules = schedules
+        self._schedules = schedules
         # Files posted in groups without a mention, kept for the sender's next question.
         self._waiting = waiting or WaitingMedia()
         self._admin = admin
@@ -172,10 +172,10 @@ class MessageHandler:
             await self._card_reply(message, reply)
 
     async def _schedules_card(self, message: InboundMessage) -> None:
-        if self.schedules is None:
+        if self._schedules is None:
             await self._notice(message, "Scheduled tasks are not enabled here.")
             return
-        card = await self.schedules.card(message.sender_open_id)
+        card = await self._schedules.card(message.sender_open_id)
         await self._card_reply(message, AdminReply("Your scheduled tasks", card=card))
 
     async def _card_reply(self, message: InboundMessage, reply: AdminReply) -> None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from bot.engine import HookResult, Tool, ToolError, ToolUse, current_run, tool_from_function
-from bot.schedules import ScheduleError, parse_schedule
+from bot.schedules import Schedule, ScheduleError, parse_schedule
 from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
 from bot.timezones import UnknownTimeZone, check_time_zone
 
@@ -174,7 +173,7 @@ class ScheduleTools:
         except UnknownTimeZone:
             return None
 
-    def _parse(self, at: str | None, cron: str | None, timezone: str | None) -> Any:
+    def _parse(self, at: str | None, cron: str | None, timezone: str | None) -> Schedule:
         try:
             return parse_schedule(
                 at=at,
