@@ -261,3 +261,20 @@ async def test_an_image_only_post_is_answered_not_refused(bot):
     assert len(image_urls(body)) == 1
     # No words beside the image: the model is told what is wanted, not sent an empty question.
     assert "Describe what it shows" in all_text(body)
+
+
+async def test_a_file_waiting_in_a_group_is_never_read_for_someone_else(bot):
+    secret = docx("Payroll", "Ada earns 90,000.")
+    dropped = bot.feishu.add_file_message(
+        "om_pay", chat_id="oc_group", chat_type="group", data=secret, file_name="pay.docx"
+    )
+    await push(bot, dropped)
+    await bot.settle()
+    # Another member asks the bot in the same group: the file is not theirs to have read.
+    await bot.say(
+        "om_other", "@_user_1 what does the file say?", chat_type="group", chat_id="oc_group",
+        sender_open_id="ou_mallory", mentions=[("@_user_1", BOT_OPEN_ID, "larkgate")],
+    )  # fmt: skip
+    await bot.reply("om_other")
+    assert "90,000" not in all_text(loop_requests(bot)[0])
+    assert not [r for r in bot.feishu.requests if "/resources/" in r.path]
