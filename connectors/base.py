@@ -13,9 +13,9 @@ from __future__ import annotations
 import inspect
 import logging
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -27,6 +27,11 @@ if TYPE_CHECKING:  # lark-oapi is heavy: only the Feishu connector needs it load
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+# Whose credentials an action uses: the app's own ("app", the tenant token), or those of
+# the person whose turn it is ("user", their Feishu user token; issue 18).
+ActsAs = Literal["app", "user"]
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_RESULT_CHARS = 8000
@@ -40,6 +45,9 @@ class ActionSpec:
     timeout: float
     max_result_chars: int
     name: str | None
+    acts_as: ActsAs = "app"
+    # The user-token scopes the action needs (``acts_as="user"``): what the consent asks.
+    scopes: tuple[str, ...] = ()
 
 
 def action(
@@ -48,11 +56,20 @@ def action(
     timeout: float = DEFAULT_TIMEOUT,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     name: str | None = None,
+    acts_as: ActsAs = "app",
+    scopes: Sequence[str] = (),
 ) -> Callable[[F], F]:
-    """Mark a connector method as a tool. ``side_effect`` is required: no guessing."""
+    """Mark a connector method as a tool. ``side_effect`` is required: no guessing.
+
+    ``acts_as="user"``: the action calls Feishu as the person asking, with the ``scopes``
+    they grant; approval cards then say so ("as <name>").
+    """
+    if acts_as == "user" and not scopes:
+        raise ValueError("an action that acts as the user must name the scopes it needs")
 
     def mark(fn: F) -> F:
-        setattr(fn, _ACTION, ActionSpec(side_effect, timeout, max_result_chars, name))
+        spec = ActionSpec(side_effect, timeout, max_result_chars, name, acts_as, tuple(scopes))
+        setattr(fn, _ACTION, spec)
         return fn
 
     return mark
@@ -80,6 +97,24 @@ class ConnectorContext:
 
     # The bot's own Feishu client (its tenant token), for the Feishu workspace tools.
     feishu: FeishuClient | None = None
+    # The asking person's Feishu user token, for actions that act as them (None: the
+    # bot has no per-user authorisation configured, LARKGATE_TOKEN_KEY).
+    user_tokens: UserTokenSource | None = None
+
+
+class UserTokenSource(Protocol):
+    """Runs a call with the user token of the person whose turn this is (issue 18).
+
+    ``call(access_token)`` makes the Feishu request. The source finds who asked from the
+    running turn, never from the model's arguments; when they have not authorised (or
+    not for ``scopes``), it asks them and waits; an expired or refused token is refreshed
+    or re-asked once and ``call`` retried. Anything it cannot do is a ToolError saying
+    what the person should do (e.g. only the asker's own turns may act as them).
+    """
+
+    async def as_user(
+        self, scopes: Sequence[str], purpose: str, call: Callable[[str], Awaitable[T]]
+    ) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +137,15 @@ class Connector:
 
     async def start(self) -> None:
         """Connect, or discover actions (MCP); a failure here disables only this connector."""
+
+    def actions(self) -> dict[str, ActionSpec]:
+        """Each action's tool name and what it declared."""
+        specs = {}
+        for attribute in dir(type(self)):
+            spec = getattr(getattr(type(self), attribute), _ACTION, None)
+            if isinstance(spec, ActionSpec):
+                specs[spec.name or attribute] = spec
+        return specs
 
     def tools(self) -> list[Tool]:
         """This connector's actions as engine tools, results capped to their limit."""
@@ -148,11 +192,13 @@ def _capped(method: Callable[..., Any], limit: int) -> Callable[..., Any]:
 
 __all__ = [
     "ActionSpec",
+    "ActsAs",
     "CommaList",
     "Connector",
     "ConnectorContext",
     "ConnectorSettings",
     "ConnectorStatus",
     "ToolError",
+    "UserTokenSource",
     "action",
 ]

@@ -83,8 +83,10 @@ class ConnectorHub:
         self.connectors = connectors
         self.failures = dict(failures)
         self._owner: dict[str, str] = {}
+        self._acts_as_user: set[str] = set()
         tools: list[Tool] = []
         for connector in connectors:
+            actions = connector.actions()
             for tool in connector.tools():
                 if tool.name in self._owner:
                     logger.error(
@@ -95,6 +97,9 @@ class ConnectorHub:
                     )
                     continue
                 self._owner[tool.name] = connector.name
+                spec = actions.get(tool.name)
+                if spec is not None and spec.acts_as == "user":
+                    self._acts_as_user.add(tool.name)
                 tools.append(tool)
         self.registry = ToolRegistry(tools)
 
@@ -142,6 +147,10 @@ class ConnectorHub:
 
     def connector_of(self, tool_name: str) -> str | None:
         return self._owner.get(tool_name)
+
+    def acts_as_user(self, tool_name: str) -> bool:
+        """Whether the tool calls Feishu as the asking person (their user token)."""
+        return tool_name in self._acts_as_user
 
     def tools(self, side_effect: str | None = None) -> ToolRegistry:
         if side_effect is None:

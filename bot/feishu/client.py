@@ -357,6 +357,25 @@ class FeishuClient(ResourceCalls):
         _, body = await self._request(endpoint, request)
         return body
 
+    async def call_as_user(
+        self, endpoint: str, request: lark.BaseRequest, access_token: str
+    ) -> dict[str, Any]:
+        """:meth:`call` with a person's user access token instead of the tenant token.
+
+        One attempt, never retried here: a refused user token (FeishuTokenInvalid) or a
+        missing user scope (FeishuUserScopeMissing) is for the caller to resolve with the
+        person (refresh, or ask them to consent), not something a second send fixes.
+        """
+        if not access_token:
+            raise ValueError("a user call needs the user's access token")
+        option = lark.RequestOption.builder().user_access_token(access_token).build()
+
+        def send(option: lark.RequestOption) -> Awaitable[Any]:
+            return self.transport.send_raw_response(request, option)
+
+        _, body = await self._send(endpoint, send, option)
+        return body
+
     # -- plumbing -------------------------------------------------------------------
 
     async def _request(
