@@ -1,8 +1,11 @@
 """Run events: what a run did, as it happens, for cards, consoles and logs.
 
-The same four event types a web UI receives over Server-Sent Events:
+The same event types a web UI receives over Server-Sent Events:
 ``step`` (a tool call started or finished), ``answer`` (a delta of the synthesized
 answer), ``compact`` (the context was summarised) and ``done`` (the run ended).
+Plan mode (``bot.engine.dag``) adds ``phase`` (planning, executing, analysing,
+replanning, done) and ``plan_step`` (a step of the plan changed state); its step
+agents' ``step`` events carry the plan step's id in ``plan_step``.
 
 ``EventSink`` delivers them to the caller's ``on_event`` in order, from a task of its
 own, so a slow consumer never holds up the loop.
@@ -23,6 +26,8 @@ from .messages import Usage
 logger = logging.getLogger(__name__)
 
 StepStatus = Literal["ok", "error", "blocked", "cancelled"]
+PlanPhase = Literal["planning", "executing", "analysing", "replanning", "done"]
+PlanStepState = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +42,11 @@ class StepEvent:
     observation: str | None = None
     status: StepStatus | None = None
     duration: float | None = None
+    # In plan mode: the id of the plan step whose agent made this call (None otherwise).
+    plan_step: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "type": self.type,
             "phase": self.phase,
             "index": self.index,
@@ -51,6 +58,9 @@ class StepEvent:
             "status": self.status,
             "duration": self.duration,
         }
+        if self.plan_step is not None:  # only in plan mode: ReAct consumers see no new key
+            data["plan_step"] = self.plan_step
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +114,50 @@ class DoneEvent:
         }
 
 
-RunEvent = StepEvent | AnswerEvent | CompactEvent | DoneEvent
+@dataclass(frozen=True, slots=True)
+class PhaseEvent:
+    """Plan mode moved to another phase; ``round`` counts re-plans (0 is the first plan)."""
+
+    type: ClassVar[str] = "phase"
+    phase: PlanPhase
+    round: int = 0
+    detail: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "phase": self.phase, "round": self.round, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStepEvent:
+    """A plan step changed state; every step is announced ``pending`` once it is planned.
+
+    ``reason`` says why a step failed, was skipped or cancelled; ``duration`` is set when
+    it ended after running.
+    """
+
+    type: ClassVar[str] = "plan_step"
+    step_id: str
+    task: str
+    state: PlanStepState
+    round: int = 0
+    dependencies: tuple[str, ...] = ()
+    reason: str | None = None
+    duration: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "step_id": self.step_id,
+            "task": self.task,
+            "state": self.state,
+            "round": self.round,
+            "dependencies": list(self.dependencies),
+            "reason": self.reason,
+            "duration": None if self.duration is None else round(self.duration, 3),
+        }
+
+
+RunEvent = StepEvent | AnswerEvent | CompactEvent | DoneEvent | PhaseEvent | PlanStepEvent
 EventCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .events import StepStatus
 from .messages import Message, Usage
 from .tools import Artifact
+
+if TYPE_CHECKING:
+    from .dag.report import PlanReport
 
 RunStatus = Literal["completed", "max_iterations", "cycle_stopped", "cancelled", "error"]
 LoopMode = Literal["native", "json"]
@@ -28,6 +31,8 @@ class Step:
     duration: float
     error: str | None = None
     artifacts: tuple[Artifact, ...] = ()
+    # In plan mode: the id of the plan step whose agent made this call.
+    plan_step: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -39,7 +44,8 @@ class AgentResult:
     """The outcome of ``ReActAgent.run``; always consistent, whatever ended the run.
 
     ``messages`` is the full, uncompacted transcript (system prompt, history, question,
-    every assistant turn and observation), which synthesis reads.
+    every assistant turn and observation), which synthesis reads. ``plan`` is set by plan
+    mode (``DAGAgent``): the plans, their steps' states and results, and the verdicts.
     """
 
     answer: str
@@ -56,6 +62,7 @@ class AgentResult:
     model: str | None = None
     compactions: int = 0
     synthesis_usage: Usage = field(default_factory=Usage)
+    plan: PlanReport | None = None
 
     @property
     def ok(self) -> bool:
