@@ -9,8 +9,37 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .agent import ReActAgent
+from .chat_agent import ChatAgent
 from .context_guard import ContextGuard, estimate_tokens
-from .events import AnswerEvent, CompactEvent, DoneEvent, RunEvent, StepEvent
+from .dag import (
+    DAGAgent,
+    DAGExecutor,
+    DAGPlanner,
+    DAGSettings,
+    ModeChoice,
+    ModeSelector,
+    Plan,
+    PlanAnalyzer,
+    PlanError,
+    PlanReport,
+    PlanStep,
+    ReActOptions,
+    RoundReport,
+    StepReport,
+    Verdict,
+    choose_mode,
+    rule_mode,
+    validate_plan,
+)
+from .events import (
+    AnswerEvent,
+    CompactEvent,
+    DoneEvent,
+    PhaseEvent,
+    PlanStepEvent,
+    RunEvent,
+    StepEvent,
+)
 from .function_tools import tool, tool_from_function
 from .hooks import (
     Hook,
@@ -48,8 +77,13 @@ __all__ = [
     "AgentResult",
     "AnswerEvent",
     "Artifact",
+    "ChatAgent",
     "CompactEvent",
     "ContextGuard",
+    "DAGAgent",
+    "DAGExecutor",
+    "DAGPlanner",
+    "DAGSettings",
     "DoneEvent",
     "Hook",
     "HookResult",
@@ -63,15 +97,27 @@ __all__ = [
     "LLMStreamInterrupted",
     "LLMTransientError",
     "Message",
+    "ModeChoice",
+    "ModeSelector",
     "ModelRegistry",
     "OpenAICompatibleLLM",
+    "PhaseEvent",
+    "Plan",
+    "PlanAnalyzer",
+    "PlanError",
+    "PlanReport",
+    "PlanStep",
+    "PlanStepEvent",
     "PostToolUseHook",
     "PreToolUseHook",
     "ReActAgent",
+    "ReActOptions",
+    "RoundReport",
     "RunContext",
     "RunEvent",
     "Step",
     "StepEvent",
+    "StepReport",
     "StreamDelta",
     "StructuredCallResult",
     "StructuredOutputError",
@@ -81,12 +127,16 @@ __all__ = [
     "ToolRegistry",
     "ToolUse",
     "Usage",
+    "Verdict",
+    "choose_mode",
     "current_run",
     "estimate_tokens",
     "extract_json",
+    "rule_mode",
     "structured_llm_call",
     "tool",
     "tool_from_function",
+    "validate_plan",
 ]
 
 
