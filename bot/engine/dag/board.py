@@ -23,7 +23,7 @@ class RoundBoard:
     sink: EventSink
     ended: dict[str, StepReport] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
-    tool_steps: list[Step] = field(default_factory=list)
+    calls: dict[str, tuple[Step, ...]] = field(default_factory=dict)
     # Set when a follow-up message arrived: no new step starts, the run re-plans.
     interrupted: bool = False
 
@@ -45,7 +45,7 @@ class RoundBoard:
     def end(self, report: StepReport, tool_steps: tuple[Step, ...] = ()) -> None:
         self.running.discard(report.step.id)
         self.ended[report.step.id] = report
-        self.tool_steps.extend(tool_steps)
+        self.calls[report.step.id] = tool_steps
         ran = report.state != "skipped"
         self._emit(report.step, report.state, report.reason, report.duration if ran else None)
 
@@ -64,6 +64,12 @@ class RoundBoard:
                 if failed:
                     self.skip(step, f"depends on {', '.join(failed)}, which did not complete")
                     changed = True
+
+    @property
+    def tool_steps(self) -> list[Step]:
+        """Every tool call of the round, step by step in plan order (parallel steps end
+        in any order; the trace should not depend on it)."""
+        return [call for s in self.plan for call in self.calls.get(s.id, ())]
 
     def completed(self) -> list[StepReport]:
         """Completed steps in plan order."""

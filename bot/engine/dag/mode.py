@@ -33,9 +33,12 @@ _QUESTION_MARKS = re.compile(r"[?？]+")
 _WORD = re.compile(r"\w")
 # Separators between the items of an enumeration.
 _SEPARATORS = re.compile(r"、|以及|;|；|\band\b|\bas well as\b|[,，]", re.IGNORECASE)
-# "A, B and C": three or more short items, the last joined by a conjunction.
+# "A, B and C": three or more short items, the last joined by a conjunction. The middle
+# items are bounded: an unbounded repeat backtracks quadratically on "word, word, …"
+# with no conjunction at the end (a long list still matches from a later start).
 _WORD_LIST = re.compile(
-    r"\b[\w'-]+(?: [\w'-]+)?, (?:[\w'-]+(?: [\w'-]+)?, )*[\w'-]+(?: [\w'-]+)?,? (?:and|or) \w",
+    r"\b[\w'-]{1,40}(?: [\w'-]{1,40})?, (?:[\w'-]{1,40}(?: [\w'-]{1,40})?, ){0,12}"
+    r"[\w'-]{1,40}(?: [\w'-]{1,40})?,? (?:and|or) \w",
     re.IGNORECASE,
 )
 _CJK_LIST = re.compile(r"、[^、，,。？?]{1,12}(?:和|及|以及|与|或)|(?:、[^、，,。？?]{1,12}){2}")
