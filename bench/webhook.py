@@ -65,6 +65,11 @@ POSTGRES_URL_ENVS = ("LARKGATE_BENCH_POSTGRES_URL", "LARKGATE_TEST_POSTGRES_URL"
 PROFILE = bool(os.environ.get("BENCH_PROFILE_SERVER"))
 # Path to a py-spy binary: sample the servers while the load runs (workdir/server-N.txt).
 PY_SPY = os.environ.get("BENCH_PY_SPY")
+# Instructions a message (callgrind): the server runs under valgrind, instrumenting only while
+# the load runs. Unlike CPU seconds, the count does not depend on what else the machine
+# does, so two commits can be compared on a busy machine (at a low --rate: valgrind slows
+# the server about 50-fold). Kernel work (syscalls) is not in it.
+CALLGRIND = bool(os.environ.get("BENCH_CALLGRIND"))
 
 
 def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -133,6 +138,7 @@ class Run:
     transactions: int | None = None  # ... and transactions run in it
     # The app's own transactions, by the store operation that ran them (both backends).
     operations: Counter[str] = field(default_factory=Counter)
+    instructions: int | None = None  # the servers', with BENCH_CALLGRIND
 
     @property
     def p50(self) -> float:
@@ -416,13 +422,17 @@ def start_server(
         env["BENCH_CPROFILE"] = str(workdir / f"{owner}.prof")
     log = (workdir / f"{owner}.log").open("wb")
     command = [sys.executable, "-m", "bench.webhook_server", "--port", str(port)]
+    if CALLGRIND:
+        out = workdir / f"{owner}.callgrind"
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        command = [*valgrind, f"--callgrind-out-file={out}", *command]
     command += ["--database-url", database_url, "--owner", owner]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 async def wait_healthy(base: str, server: subprocess.Popen[bytes], log: Path) -> None:
     async with aiohttp.ClientSession() as session:
-        for _ in range(600):
+        for _ in range(6000 if CALLGRIND else 600):
             if server.poll() is not None:
                 raise SystemExit(f"a server exited; see {log}:\n{tail(log)}")
             try:
@@ -507,8 +517,18 @@ async def load(
     spies = [
         start_py_spy(s.pid, workdir / f"server-{n}.txt") for n, s in enumerate(servers, 1) if PY_SPY
     ]
+    if CALLGRIND:
+        for server in servers:
+            on = ["callgrind_control", "-i", "on", str(server.pid)]
+            await asyncio.to_thread(subprocess.run, on, check=True, capture_output=True)
     results, elapsed = await send_all([b + "/feishu/events" for b in bases], deliveries)
-    replies = await wait_replies(feishu, unique, within=60)
+    replies = await wait_replies(feishu, unique, within=600 if CALLGRIND else 60)
+    instructions = (
+        sum(callgrind_instructions(s.pid, workdir / f"server-{n}.callgrind")
+            for n, s in enumerate(servers, 1))
+        if CALLGRIND
+        else None
+    )  # fmt: skip
     server_cpu = sum(
         process_cpu_seconds(s.pid) - before for s, before in zip(servers, cpu_before, strict=True)
     )
@@ -554,7 +574,20 @@ async def load(
         sessions=activity[0] if activity else None,
         transactions=activity[1] if activity else None,
         operations=operations,
+        instructions=instructions,
     )
+
+
+def callgrind_instructions(pid: int, out: Path) -> int:
+    """The instructions counted since collection was switched on (all threads)."""
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+    total = 0
+    for dump in out.parent.glob(out.name + "*"):
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith(("totals:", "summary:")):
+                total += int(line.split()[1])
+                break
+    return total
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -674,6 +707,10 @@ def report(args: argparse.Namespace, summaries: list[Summary], notes: list[str])
         ("ACK p99 ms", [f"{s.p99:.2f}" for s in summaries]),
         ("ACK max ms", [f"{s.median_of(lambda r: max(r.ms)):.1f}" for s in summaries]),
         ("server CPU ms/message", [ms_per_message(s, "server_cpu") for s in summaries]),
+        (
+            "server instructions/message (callgrind)",
+            [optional(s, "instructions", "{:,.0f}", True) for s in summaries],
+        ),
         ("PostgreSQL CPU ms/message", [ms_per_message(s, "postgres_cpu") for s in summaries]),
         ("load generator CPU ms/message", [ms_per_message(s, "load_cpu") for s in summaries]),
         (

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.models import ConversationLockRow, table_of
+from bot.store.prepared import Prepared
 
 _locks = table_of(ConversationLockRow)
 T = TypeVar("T")
@@ -51,14 +52,16 @@ class ConversationLocks:
         self._lease = lease_seconds
         self._clock = clock
         insert = db.insert(_locks)
-        self._take = insert.on_conflict_do_update(
-            index_elements=["scope_key"],
-            set_={"owner": insert.excluded.owner, "lease_until": insert.excluded.lease_until},
-            where=or_(
-                _locks.c.owner == insert.excluded.owner,
-                _locks.c.lease_until < bindparam("now"),
-            ),
-        ).returning(_locks.c.owner)
+        self._take = Prepared(
+            insert.on_conflict_do_update(
+                index_elements=["scope_key"],
+                set_={"owner": insert.excluded.owner, "lease_until": insert.excluded.lease_until},
+                where=or_(
+                    _locks.c.owner == insert.excluded.owner,
+                    _locks.c.lease_until < bindparam("now"),
+                ),
+            ).returning(_locks.c.owner)
+        )
 
     async def try_acquire(self, key: str) -> bool:
         """Take the lock of ``key`` if nobody else holds it; True when it is ours."""
@@ -71,8 +74,13 @@ class ConversationLocks:
         """``try_acquire``, and when the lock is ours, ``read(connection, key)`` in the same
         transaction (what the holder reads first anyway, without a round trip of its own)."""
         now = self._clock()
-        values = {"scope_key": key, "owner": self._owner, "lease_until": now + self._lease}
-        return await self._db.transact(_take, self._take, values, now, key, read)
+        values = {
+            "scope_key": key,
+            "owner": self._owner,
+            "lease_until": now + self._lease,
+            "now": now,
+        }
+        return await self._db.transact(_take, self._take, values, key, read)
 
     async def renew(self, keys: Collection[str]) -> set[str]:
         """Extend the leases of ``keys`` we hold; returns the ones still ours."""
@@ -93,13 +101,12 @@ class ConversationLocks:
 
 def _take(
     connection: Connection,
-    statement: Any,
+    statement: Prepared,
     values: dict[str, Any],
-    now: float,
     key: str,
     read: Callable[[Connection, str], T] | None,
 ) -> tuple[bool, T | None]:
-    row = connection.execute(statement.values(values), {"now": now}).first()
+    row = statement.first(connection, values)
     if row is None:
         return False, None
     return True, (read(connection, key) if read is not None else None)

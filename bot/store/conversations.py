@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.models import ROLES, ConversationMessageRow, ConversationRow, HistoryRole, table_of
+from bot.store.prepared import Prepared
 
 _conversations = table_of(ConversationRow)
 _messages = table_of(ConversationMessageRow)
@@ -31,7 +32,7 @@ _messages = table_of(ConversationMessageRow)
 # a message, oldest first, or one row with NULL message columns when it has none.
 _active = _conversations.alias("active")
 _loaded = _messages.alias("loaded")
-_LOAD = (
+_LOAD = Prepared(
     select(
         _active.c.id,
         _active.c.generation,
@@ -119,10 +120,10 @@ def _conversation(row: RowMapping) -> Conversation:
     )
 
 
-def conversation_insert(db: Database) -> Any:
+def conversation_insert(db: Database) -> Prepared:
     """The insert of a conversation row that does nothing when its (scope_key, generation)
-    exists; parameters id, scope_key, generation, created_at."""
-    return (
+    exists; parameters id, scope_key, generation, created_at. Returns the new id."""
+    return Prepared(
         db.insert(_conversations)
         .on_conflict_do_nothing(index_elements=["scope_key", "generation"])
         .returning(_conversations.c.id)
@@ -232,19 +233,19 @@ class ConversationStore:
 
 
 def _load(connection: Connection, scope_key: str, limit: int) -> LoadedConversation:
-    rows = connection.execute(_LOAD, {"scope_key": scope_key, "limit": limit}).all()
+    rows = _LOAD.all(connection, {"scope_key": scope_key, "limit": limit})
     if not rows:
         return LoadedConversation(scope_key, None, 1, [])
     history = [
-        HistoryEntry(role, content, message_id)
-        for _, _, role, content, message_id in rows
-        if role is not None
+        HistoryEntry(row["role"], row["content"], row["message_id"])
+        for row in rows
+        if row["role"] is not None
     ]
-    return LoadedConversation(scope_key, rows[0].id, rows[0].generation, history)
+    return LoadedConversation(scope_key, rows[0]["id"], rows[0]["generation"], history)
 
 
 def _active_conversation(
-    connection: Connection, insert: Any, scope_key: str, now: float
+    connection: Connection, insert: Prepared, scope_key: str, now: float
 ) -> Conversation:
     latest = _latest(connection, scope_key)
     if latest is None:
@@ -254,7 +255,7 @@ def _active_conversation(
     return _conversation(latest)
 
 
-def _reset(connection: Connection, insert: Any, scope_key: str, now: float) -> Conversation:
+def _reset(connection: Connection, insert: Prepared, scope_key: str, now: float) -> Conversation:
     current = connection.execute(_MAX_GENERATION, {"scope_key": scope_key}).scalar()
     _insert(connection, insert, scope_key, (current or 1) + 1, now)
     latest = _latest(connection, scope_key)
@@ -281,10 +282,10 @@ def _latest(connection: Connection, scope_key: str) -> RowMapping | None:
 
 
 def _insert(
-    connection: Connection, insert: Any, scope_key: str, generation: int, now: float
+    connection: Connection, insert: Prepared, scope_key: str, generation: int, now: float
 ) -> None:
-    connection.execute(
-        insert,
+    insert.scalar(
+        connection,
         {
             "id": uuid.uuid4().hex,
             "scope_key": scope_key,

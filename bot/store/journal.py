@@ -30,6 +30,7 @@ from bot.store.models import (
     RunRow,
     table_of,
 )
+from bot.store.prepared import Prepared
 from bot.store.runs import FINISHED_STATUSES
 
 logger = logging.getLogger(__name__)
@@ -43,8 +44,8 @@ _CONVERSATION_ID = select(_conversations.c.id).where(
     _conversations.c.scope_key == bindparam("scope_key"),
     _conversations.c.generation == bindparam("generation"),
 )
-_INSERT_ENTRIES = _messages.insert()
-_INSERT_RUN = _runs.insert()
+_INSERT_ENTRIES = Prepared(_messages.insert())
+_INSERT_RUN = Prepared(_runs.insert())
 # The claims a turn answered: completed where the owner still holds them.
 _COMPLETE = update(_claims).values(
     state=DONE,
@@ -60,7 +61,9 @@ _COMPLETE = update(_claims).values(
 )
 _HELD = (_claims.c.owner == bindparam("p_owner"), ACTIVE)
 # Usually a turn answers one message: no expanding IN list to render at each execution.
-_COMPLETE_CLAIM = _COMPLETE.where(_claims.c.message_id == bindparam("first_message_id"), *_HELD)
+_COMPLETE_CLAIM = Prepared(
+    _COMPLETE.where(_claims.c.message_id == bindparam("first_message_id"), *_HELD)
+)
 _COMPLETE_CLAIMS = _COMPLETE.where(
     _claims.c.message_id.in_(bindparam("message_ids", expanding=True)), *_HELD
 )
@@ -133,21 +136,20 @@ class TurnJournal:
 
 
 def _finish_turn(
-    connection: Connection, insert_conversation: Any, turn: FinishedTurn, now: float
+    connection: Connection, insert_conversation: Prepared, turn: FinishedTurn, now: float
 ) -> tuple[str, int]:
     """The transaction of `finish_turn`: the conversation id, and how many claims completed."""
     conversation_id = turn.conversation_id
     if conversation_id is None:
         key = {"scope_key": turn.scope_key, "generation": turn.generation}
-        created = connection.execute(
-            insert_conversation, {"id": uuid.uuid4().hex, "created_at": now, **key}
+        conversation_id = insert_conversation.scalar(
+            connection, {"id": uuid.uuid4().hex, "created_at": now, **key}
         )
-        conversation_id = created.scalar()
         if conversation_id is None:  # a racer created it first
             conversation_id = connection.execute(_CONVERSATION_ID, key).scalar_one()
     if turn.entries:
-        connection.execute(
-            _INSERT_ENTRIES,
+        _INSERT_ENTRIES.many(
+            connection,
             [
                 {
                     "conversation_id": conversation_id,
@@ -159,7 +161,7 @@ def _finish_turn(
                 for entry in turn.entries
             ],
         )
-    connection.execute(_INSERT_RUN, _run_row(turn, conversation_id, now))
+    _INSERT_RUN.rowcount(connection, _run_row(turn, conversation_id, now))
     if not turn.completed_message_ids:
         return conversation_id, 0
     ids = turn.completed_message_ids
@@ -170,10 +172,9 @@ def _finish_turn(
         "now": now,
     }
     if len(ids) == 1:
-        result = connection.execute(_COMPLETE_CLAIM, params)
-    else:
-        result = connection.execute(_COMPLETE_CLAIMS, {**params, "message_ids": list(ids)})
-    return conversation_id, result.rowcount
+        return conversation_id, _COMPLETE_CLAIM.rowcount(connection, params)
+    completed = connection.execute(_COMPLETE_CLAIMS, {**params, "message_ids": list(ids)})
+    return conversation_id, completed.rowcount
 
 
 def _run_row(turn: FinishedTurn, conversation_id: str, now: float) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
 from bot.store.models import CLAIMED, DONE, DROPPED, FAILED, REPLIED, MessageClaimRow, table_of
+from bot.store.prepared import Prepared
 
 ClaimOutcome = Literal["claimed", "taken_over", "duplicate_done", "duplicate_in_progress"]
 
@@ -135,26 +136,27 @@ _EXHAUSTED = (*_EXPIRED, _c.attempts >= bindparam("max_attempts"))
 
 class _Statements:
     """The ledger's statements in the database's dialect, built once (SQLAlchemy caches their
-    compiled form). Parameters named like a column they set are prefixed `p_`."""
+    compiled form; the single-row ones are `Prepared`: on SQLite they skip SQLAlchemy's
+    execution layer). Parameters named like a column they set are prefixed `p_`."""
 
     def __init__(self, db: Database) -> None:
         self.postgres = db.dialect != "sqlite"
         # The columns of a new row are the keys of the parameters given at execution.
-        self.insert_claim = (
+        self.insert_claim = Prepared(
             db.insert(_claims)
             .on_conflict_do_nothing(index_elements=["message_id"])
             .returning(*_claims.c)
         )
-        self.insert_dropped = (
+        self.insert_dropped = Prepared(
             db.insert(_claims)
             .on_conflict_do_nothing(index_elements=["message_id"])
             .returning(_c.message_id)
         )
         one = _c.message_id == bindparam("p_message_id")
         some = _c.message_id.in_(bindparam("p_message_ids", expanding=True))
-        self.row = select(_claims).where(one)
+        self.row = Prepared(select(_claims).where(one))
         owned = (one, _c.owner == bindparam("p_owner"), ACTIVE)
-        self.renew = (
+        self.renew = Prepared(
             update(_claims)
             .where(*owned)
             .values(lease_until=bindparam("p_lease_until"), updated_at=bindparam("now"))
@@ -165,7 +167,7 @@ class _Statements:
             .values(lease_until=bindparam("p_lease_until"), updated_at=bindparam("now"))
             .returning(_c.message_id)
         )
-        self.mark_replied = (
+        self.mark_replied = Prepared(
             update(_claims)
             .where(*owned)
             .values(
@@ -174,10 +176,10 @@ class _Statements:
                 updated_at=bindparam("now"),
             )
         )
-        self.complete = (
+        self.complete = Prepared(
             update(_claims).where(*owned).values(state=DONE, updated_at=bindparam("now"))
         )
-        self.complete_replied = (
+        self.complete_replied = Prepared(
             update(_claims)
             .where(*owned)
             .values(
@@ -186,14 +188,16 @@ class _Statements:
                 updated_at=bindparam("now"),
             )
         )
-        self.release = (
+        self.release = Prepared(
             update(_claims)
             .where(*owned)
             .values(
-                lease_until=bindparam("now"), attempts=_c.attempts - 1, updated_at=bindparam("now")
+                lease_until=bindparam("now"),
+                attempts=_c.attempts - 1,
+                updated_at=bindparam("now"),
             )
         )
-        self.drop_owned = (
+        self.drop_owned = Prepared(
             update(_claims)
             .where(*owned)
             .values(state=DROPPED, reason=bindparam("p_reason"), updated_at=bindparam("now"))
@@ -208,7 +212,7 @@ class _Statements:
             attempts=_c.attempts + 1,
             updated_at=bindparam("now"),
         )
-        self.take_one = take.where(one, *_TAKEABLE).returning(*_claims.c)
+        self.take_one = Prepared(take.where(one, *_TAKEABLE).returning(*_claims.c))
         self.take_many = take.where(some, *_TAKEABLE).returning(*_claims.c)
         # Two statements, not UPDATE ... WHERE id IN (SELECT ... LIMIT): PostgreSQL may rescan
         # such a subquery and skip the rows it has just updated, going past the limit.
@@ -222,7 +226,7 @@ class _Statements:
         fail = update(_claims).values(
             state=FAILED, reason=bindparam("p_reason"), updated_at=bindparam("now")
         )
-        self.fail_one = fail.where(one, *_EXHAUSTED).returning(*_claims.c)
+        self.fail_one = Prepared(fail.where(one, *_EXHAUSTED).returning(*_claims.c))
         self.fail_all = fail.where(*_EXHAUSTED)
         # PostgreSQL: lock first, skipping rows a concurrent sweeper holds (no waits, no
         # deadlocks). SQLite has one writer at a time: nothing to skip.
@@ -432,7 +436,7 @@ def _claim_once(
     connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
 ) -> Claim | None:
     """One claim attempt; None when a purge removed the row between its statements."""
-    inserted = connection.execute(sql.insert_claim, new_row).mappings().first()
+    inserted = sql.insert_claim.first(connection, new_row)
     if inserted is not None:
         return _claim("claimed", inserted)
     message_id, now = new_row["message_id"], new_row["created_at"]
@@ -445,15 +449,12 @@ def _claim_once(
         return _claim("duplicate_in_progress", row)
     match = {"p_message_id": message_id, "now": now, "max_attempts": max_attempts}
     if row["attempts"] >= max_attempts:
-        changed = connection.execute(
-            sql.fail_one, {**match, "p_reason": _gave_up(max_attempts)}
-        ).mappings()
+        taken = sql.fail_one.first(connection, {**match, "p_reason": _gave_up(max_attempts)})
     else:
-        changed = connection.execute(
-            sql.take_one,
+        taken = sql.take_one.first(
+            connection,
             {**match, "p_owner": new_row["owner"], "p_lease_until": new_row["lease_until"]},
-        ).mappings()
-    taken = changed.first()
+        )
     if taken is not None and row["attempts"] < max_attempts:
         return _claim("taken_over", taken)
     # Failed now (by us), or changed by a racer between the select and the update.
@@ -499,11 +500,11 @@ def _drop(
     new_row: dict[str, Any],
     owned: dict[str, Any] | None,
 ) -> bool:
-    if connection.execute(sql.insert_dropped, new_row).first() is not None:
+    if sql.insert_dropped.first(connection, new_row) is not None:
         return True
     if owned is None:
         return False
-    return connection.execute(sql.drop_owned, owned).rowcount == 1
+    return sql.drop_owned.rowcount(connection, owned) == 1
 
 
 def _renew_many(connection: Connection, statement: Any, params: dict[str, Any]) -> set[str]:
@@ -511,6 +512,8 @@ def _renew_many(connection: Connection, statement: Any, params: dict[str, Any]) 
 
 
 def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:
+    if isinstance(statement, Prepared):
+        return statement.rowcount(connection, params)
     return connection.execute(statement, params).rowcount
 
 
@@ -520,4 +523,4 @@ def _get(connection: Connection, sql: _Statements, message_id: str) -> LedgerEnt
 
 
 def _row(connection: Connection, sql: _Statements, message_id: str) -> Mapping[Any, Any] | None:
-    return connection.execute(sql.row, {"p_message_id": message_id}).mappings().first()
+    return sql.row.first(connection, {"p_message_id": message_id})

@@ -1,0 +1,205 @@
+"""Statements of the hot path, run with the fewest layers between them and SQLite.
+
+SQLAlchemy's execution of a cached Core statement costs 25-40 µs of CPU (execution
+context, result proxy, events), about ten times what sqlite3 needs to run it; a message
+runs about eight statements (claim, conversation lock and history, finished turn), so on
+SQLite the difference was a fifth of the CPU a message costs (issue 14). A `Prepared`
+statement is compiled by SQLAlchemy once per dialect and parameter set, and on SQLite its
+SQL text goes straight to the sqlite3 connection of the transaction (the same
+transaction: `Database` sends BEGIN to the driver itself). On PostgreSQL it runs through
+SQLAlchemy as any statement does.
+
+Only statements that need nothing of SQLAlchemy at run time go straight: no expanding
+``IN`` lists, no bind or result type processors (the tables store text, integers and
+floats). A statement that needs more is run by SQLAlchemy on SQLite too; ``direct_on``
+tells which path a statement takes, so a test can pin the hot ones. Engine events do not
+see the direct statements, nor does ``echo``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Float
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql import Executable
+
+
+@dataclass(frozen=True, slots=True)
+class _Direct:
+    """The SQLite form of a statement: its text, bind names in order, and fixed values."""
+
+    sql: str
+    names: tuple[str, ...]
+    fixed: dict[str, Any]
+    required: frozenset[str]
+    # Bound to a Float/Double: SQLAlchemy's processor makes the value a float.
+    floats: frozenset[str]
+
+
+class Prepared:
+    """A Core statement run directly on SQLite (see the module) and by SQLAlchemy elsewhere.
+
+    The parameters are the names of the statement's bind parameters (for an INSERT, its
+    column keys), as for ``Connection.execute``.
+    """
+
+    __slots__ = ("_direct", "statement")
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+        # By the tuple of parameter names given (an INSERT compiles to the columns given);
+        # None: this statement needs SQLAlchemy.
+        self._direct: dict[tuple[str, ...], _Direct | None] = {}
+
+    def first(self, connection: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The first row as a dict, or None."""
+        cursor = self._cursor(connection, params)
+        if cursor is None:
+            row = connection.execute(self.statement, params).mappings().first()
+            return None if row is None else dict(row)
+        found = cursor.fetchone()
+        result = None if found is None else _as_dict(cursor, found)
+        cursor.close()
+        return result
+
+    def all(self, connection: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        cursor = self._cursor(connection, params)
+        if cursor is None:
+            return [dict(row) for row in connection.execute(self.statement, params).mappings()]
+        names = [column[0] for column in cursor.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        cursor.close()
+        return rows
+
+    def scalar(self, connection: Connection, params: Mapping[str, Any]) -> Any:
+        """The first column of the first row, or None."""
+        cursor = self._cursor(connection, params)
+        if cursor is None:
+            return connection.execute(self.statement, params).scalar()
+        found = cursor.fetchone()
+        cursor.close()
+        return None if found is None else found[0]
+
+    def rowcount(self, connection: Connection, params: Mapping[str, Any]) -> int:
+        """Runs a statement without rows (UPDATE, DELETE, INSERT); the rows it changed."""
+        cursor = self._cursor(connection, params)
+        if cursor is None:
+            return connection.execute(self.statement, params).rowcount
+        count = cursor.rowcount
+        cursor.close()
+        return count
+
+    def many(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Runs the statement once a row (all with the same parameter names)."""
+        if not rows:
+            return
+        direct = self._prepare(connection, rows[0])
+        if direct is None:
+            connection.execute(self.statement, list(rows))
+            return
+        values = [_values(direct, row) for row in rows]
+        try:
+            _driver(connection).executemany(direct.sql, values).close()
+        except sqlite3.Error as error:
+            raise _wrapped(direct, values, error) from error
+
+    def direct_on(self, connection: Connection, params: Mapping[str, Any]) -> bool:
+        """Whether these parameters run straight on the driver on this connection."""
+        return self._prepare(connection, params) is not None
+
+    def _cursor(self, connection: Connection, params: Mapping[str, Any]) -> sqlite3.Cursor | None:
+        direct = self._prepare(connection, params)
+        if direct is None:
+            return None
+        values = _values(direct, params)
+        try:
+            return _driver(connection).execute(direct.sql, values)
+        except sqlite3.Error as error:
+            raise _wrapped(direct, values, error) from error
+
+    def _prepare(self, connection: Connection, params: Mapping[str, Any]) -> _Direct | None:
+        dialect = connection.dialect
+        if dialect.name != "sqlite":
+            return None
+        key = tuple(params)
+        try:
+            return self._direct[key]
+        except KeyError:
+            direct = self._direct[key] = _compile(self.statement, dialect, key)
+            return direct
+
+
+def _compile(statement: Any, dialect: Dialect, keys: tuple[str, ...]) -> _Direct | None:
+    compiled: Any = statement.compile(dialect=dialect, column_keys=list(keys))
+    names = compiled.positiontup
+    if (
+        names is None
+        or "__[POSTCOMPILE_" in compiled.string
+        or compiled.literal_execute_params
+        or compiled.post_compile_params
+        # Python-side column defaults, computed by SQLAlchemy at each execution
+        or compiled.insert_prefetch
+        or compiled.update_prefetch
+        or not _plain_results(compiled, dialect)
+    ):
+        return None
+    processed = {name for name in names if compiled._bind_processors.get(name) is not None}
+    floats = {name for name in processed if isinstance(compiled.binds[name].type, Float)}
+    if processed - floats:
+        return None
+    fixed = {
+        name: bind.value
+        for name, bind in compiled.binds.items()
+        if name not in keys and not bind.required and bind.callable is None
+    }
+    required = frozenset(
+        name for name, bind in compiled.binds.items() if name not in fixed and name in names
+    )
+    return _Direct(compiled.string, tuple(names), fixed, required, frozenset(floats))
+
+
+def _plain_results(compiled: Any, dialect: Dialect) -> bool:
+    """Whether every result column comes back from the driver as it should be returned."""
+    for column in compiled._result_columns:
+        column_type = column[3]
+        if column_type._cached_result_processor(dialect, None) is not None:
+            return False
+    return True
+
+
+def _values(direct: _Direct, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    if not direct.required.issubset(params.keys()):
+        missing = ", ".join(sorted(direct.required - params.keys()))
+        raise KeyError(f"a value is required for the bind parameters: {missing}")
+    fixed, floats = direct.fixed, direct.floats
+    values = tuple(params[name] if name in params else fixed[name] for name in direct.names)
+    if not floats:
+        return values
+    return tuple(
+        float(value) if value is not None and name in floats else value
+        for name, value in zip(direct.names, values, strict=True)
+    )
+
+
+def _wrapped(direct: _Direct, values: Any, error: sqlite3.Error) -> Exception:
+    """The driver's error as SQLAlchemy raises it (IntegrityError, OperationalError, ...):
+    callers catch those, whichever path ran the statement."""
+    wrapped: Exception = DBAPIError.instance(direct.sql, values, error, sqlite3.Error)
+    return wrapped
+
+
+def _driver(connection: Connection) -> sqlite3.Connection:
+    driver: sqlite3.Connection = connection.connection.driver_connection  # type: ignore[assignment]  # sqlite only here
+    return driver
+
+
+def _as_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+__all__ = ["Prepared"]
