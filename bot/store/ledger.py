@@ -95,13 +95,16 @@ def _entry(row: Mapping[Any, Any]) -> LedgerEntry:
     )
 
 
-def _claim(outcome: ClaimOutcome, row: Mapping[Any, Any]) -> Claim:
+def _claim(
+    outcome: ClaimOutcome, row: Mapping[Any, Any], payload: Mapping[str, Any] | None = None
+) -> Claim:
+    """``payload``: the row's, already parsed (a first claim stores what it was given)."""
     return Claim(
         outcome=outcome,
         message_id=row["message_id"],
         state=row["state"],
         attempts=row["attempts"],
-        payload=json.loads(row["payload"]),
+        payload=dict(payload) if payload is not None else json.loads(row["payload"]),
         owner=row["owner"],
         lease_until=row["lease_until"],
         conversation_key=row["conversation_key"],
@@ -277,6 +280,7 @@ class MessageLedger:
                 "updated_at": now,
             },
             max_attempts,
+            payload,
             urgent=True,  # Feishu waits for it: the ACK is sent once it is stored
         )
 
@@ -423,22 +427,30 @@ class MessageLedger:
 
 
 def _claim_message(
-    connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
+    connection: Connection,
+    sql: _Statements,
+    new_row: dict[str, Any],
+    max_attempts: int,
+    payload: Mapping[str, Any],
 ) -> Claim:
     for _ in range(2):
-        claim = _claim_once(connection, sql, new_row, max_attempts)
+        claim = _claim_once(connection, sql, new_row, max_attempts, payload)
         if claim is not None:
             return claim
     raise RuntimeError(f"message {new_row['message_id']!r} kept vanishing while being claimed")
 
 
 def _claim_once(
-    connection: Connection, sql: _Statements, new_row: dict[str, Any], max_attempts: int
+    connection: Connection,
+    sql: _Statements,
+    new_row: dict[str, Any],
+    max_attempts: int,
+    payload: Mapping[str, Any],
 ) -> Claim | None:
     """One claim attempt; None when a purge removed the row between its statements."""
     inserted = sql.insert_claim.first(connection, new_row)
     if inserted is not None:
-        return _claim("claimed", inserted)
+        return _claim("claimed", inserted, payload)
     message_id, now = new_row["message_id"], new_row["created_at"]
     row = _row(connection, sql, message_id)
     if row is None:
