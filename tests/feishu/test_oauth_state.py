@@ -79,6 +79,20 @@ def test_any_change_to_one_character_is_refused(position, replacement):
         SIGNER.verify(tampered, now=NOW)
 
 
+def test_a_mac_spelled_another_way_is_refused():
+    # The last of a MAC's 43 characters carries 4 bits and 2 spare ones: these four
+    # strings decode to the same bytes. Only the one we wrote is ours.
+    body, mac = ISSUED.state.split(".")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(mac[-1])
+    for spare in range(1, 4):
+        variant = mac[:-1] + alphabet[(last & ~3) | ((last + spare) & 3)]
+        with pytest.raises(StateError):
+            SIGNER.verify(f"{body}.{variant}", now=NOW)
+    with pytest.raises(StateError):  # a character base64 would skip
+        SIGNER.verify(f"{body}.{mac[:10]}!{mac[10:]}", now=NOW)
+
+
 @settings(max_examples=100, deadline=None)
 @given(cut=st.integers(min_value=1), extra=st.text(min_size=1, max_size=8))
 def test_truncated_or_extended_states_are_refused(cut, extra):
