@@ -199,12 +199,18 @@ def _form_data(request: BaseRequest) -> aiohttp.FormData:
 
 
 def _bearer(token_types: set[Any] | None, option: RequestOption) -> str | None:
+    """The token the option carries of a kind the request takes, as lark-oapi picks it
+    with ``enable_set_token``: a request that takes both a tenant and a user token (most
+    calendar, task and search endpoints) goes with whichever one the caller gave, so a
+    call made with a person's user token is sent with theirs."""
     types = token_types or set()
     # lark-oapi's options are untyped: the tokens are str or None.
-    if AccessTokenType.TENANT in types:
-        return cast(str | None, option.tenant_access_token)
-    if AccessTokenType.APP in types:
-        return cast(str | None, option.app_access_token)
-    if AccessTokenType.USER in types:
-        return cast(str | None, option.user_access_token)
+    candidates = (
+        (AccessTokenType.TENANT, option.tenant_access_token),
+        (AccessTokenType.APP, option.app_access_token),
+        (AccessTokenType.USER, option.user_access_token),
+    )
+    for kind, token in candidates:
+        if kind in types and token:
+            return cast(str, token)
     return None

@@ -63,7 +63,7 @@ class CalendarTools(WorkspaceTools):
         data = await self._data("calendar.event.list", request, "Listing calendar events")
         raw = items_of(data)
         events = [e for e in raw if e.get("status") != "cancelled"]
-        events.sort(key=lambda e: _event_start(e))
+        events.sort(key=event_start)
         span = f"{self._shown(begin)} to {self._shown(until)} ({self._tz})"
         if not events:
             return f"No events on calendar {calendar} from {span}."
@@ -175,35 +175,12 @@ class CalendarTools(WorkspaceTools):
         return self._primary_calendar
 
     async def _invite(self, calendar: str, event_id: str, ids: list[str]) -> str:
-        people = [
-            CalendarEventAttendee.builder().type("chat").chat_id(i).build()
-            if i.startswith("oc_")
-            else CalendarEventAttendee.builder().type("user").user_id(i).build()
-            for i in ids
-        ]
-        request = (
-            CreateCalendarEventAttendeeRequest.builder()
-            .calendar_id(calendar)
-            .event_id(event_id)
-            .user_id_type(self.settings.user_id_type)
-            .request_body(
-                CreateCalendarEventAttendeeRequestBody.builder()
-                .attendees(people)
-                .need_notification(True)
-                .build()
-            )
-            .build()
-        )
+        request = attendees_request(calendar, event_id, ids, self.settings.user_id_type)
         try:
             data = await self._data("calendar.attendee.create", request, "Inviting attendees")
         except ToolError as exc:
             return f"The event exists, but no one was invited. {exc}"
-        invited = [
-            str(a.get("display_name") or a.get("user_id") or a.get("chat_id"))
-            for a in data.get("attendees") or []
-            if isinstance(a, dict)
-        ]
-        return f"Invited: {', '.join(invited) or ', '.join(ids)}."
+        return invited_text(data, ids)
 
     def _render_event(self, event: Mapping[str, Any]) -> str:
         start, end = event.get("start_time") or {}, event.get("end_time") or {}
@@ -230,11 +207,47 @@ class CalendarTools(WorkspaceTools):
         return format_time(moment, self._tz)
 
 
+def attendees_request(
+    calendar: str, event_id: str, ids: list[str], id_type: str
+) -> CreateCalendarEventAttendeeRequest:
+    """Invite people (``ids`` of ``id_type``) and group chats (oc_...) to an event."""
+    people = [
+        CalendarEventAttendee.builder().type("chat").chat_id(i).build()
+        if i.startswith("oc_")
+        else CalendarEventAttendee.builder().type("user").user_id(i).build()
+        for i in ids
+    ]
+    body = (
+        CreateCalendarEventAttendeeRequestBody.builder()
+        .attendees(people)
+        .need_notification(True)
+        .build()
+    )
+    return (
+        CreateCalendarEventAttendeeRequest.builder()
+        .calendar_id(calendar)
+        .event_id(event_id)
+        .user_id_type(id_type)
+        .request_body(body)
+        .build()
+    )
+
+
+def invited_text(data: Mapping[str, Any], ids: list[str]) -> str:
+    """Who an attendee answer says was invited, as a sentence."""
+    invited = [
+        str(a.get("display_name") or a.get("user_id") or a.get("chat_id"))
+        for a in data.get("attendees") or []
+        if isinstance(a, dict)
+    ]
+    return f"Invited: {', '.join(invited) or ', '.join(ids)}."
+
+
 def _time_info(moment: datetime, zone: str) -> TimeInfo:
     return TimeInfo.builder().timestamp(str(int(moment.timestamp()))).timezone(zone).build()
 
 
-def _event_start(event: Mapping[str, Any]) -> float:
+def event_start(event: Mapping[str, Any]) -> float:
     start = event.get("start_time") or {}
     if start.get("timestamp"):
         return float(start["timestamp"])
@@ -244,4 +257,4 @@ def _event_start(event: Mapping[str, Any]) -> float:
         return 0.0
 
 
-__all__ = ["CalendarTools"]
+__all__ = ["CalendarTools", "attendees_request", "event_start", "invited_text"]

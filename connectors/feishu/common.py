@@ -3,23 +3,60 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
 import lark_oapi as lark
+from lark_oapi.api.authen.v1 import GetUserInfoRequest
 
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 from bot.timezones import time_zone
 from connectors.base import Connector, ConnectorContext, ToolError
 
-from .errors import tool_error
+from .errors import tool_error, user_tool_error
 from .settings import FeishuWorkspaceSettings
 from .times import parse_time
 
 _IDS = UUID("5f0c7d52-7a51-4d0c-9d0e-6c1f7a3f2b10")  # namespace of our idempotency keys
+T = TypeVar("T")
+
+# Said when a tool that acts as the asker runs on a bot without per-user authorisation.
+NOT_SET_UP = (
+    "this needs the bot to act as you in Feishu, and acting as users is not set up on this "
+    "bot: an admin must set LARKGATE_TOKEN_KEY (the key that encrypts people's Feishu "
+    "authorisations; see the README's configuration reference). Until then the bot sees "
+    "only its own calendar, the tasks it made and what was shared with it."
+)
+
+
+class UserCall:
+    """Feishu calls with one person's user access token, inside
+    :meth:`~connectors.base.UserTokenSource.as_user`. Failures are raised as they are, so
+    that the token source can refresh the token or ask the person again."""
+
+    def __init__(self, client: FeishuClient, access_token: str) -> None:
+        self._client = client
+        self._token = access_token
+
+    def __repr__(self) -> str:
+        return "UserCall(<user token>)"  # never the token itself
+
+    async def data(self, endpoint: str, request: lark.BaseRequest) -> dict[str, Any]:
+        """The ``data`` of one call made as the person."""
+        body = await self._client.call_as_user(endpoint, request, self._token)
+        data = body.get("data")
+        return data if isinstance(data, dict) else {}
+
+    async def open_id(self) -> str:
+        """Whose token this is: their open_id (``authen/v1/user_info``)."""
+        data = await self.data("authen.user_info", GetUserInfoRequest.builder().build())
+        open_id = data.get("open_id")
+        if not isinstance(open_id, str) or not open_id:
+            raise ToolError("Feishu did not say whose authorisation this is (no open_id)")
+        return open_id
 
 
 class WorkspaceTools(Connector):
@@ -46,6 +83,29 @@ class WorkspaceTools(Connector):
             raise tool_error(exc, doing) from exc
         data = body.get("data")
         return data if isinstance(data, dict) else {}
+
+    async def _as_user(
+        self,
+        scopes: Sequence[str],
+        purpose: str,
+        doing: str,
+        work: Callable[[UserCall], Awaitable[T]],
+    ) -> T:
+        """``work`` done with the asking person's user token, which the context's token
+        source provides (asking them to authorise ``purpose`` with ``scopes`` first, if
+        need be). Who that person is comes from the run, never from the model."""
+        source = self.context.user_tokens
+        if source is None:
+            raise ToolError(f"{doing} failed: {NOT_SET_UP}")
+        client = self._client()
+
+        async def call(access_token: str) -> T:
+            return await work(UserCall(client, access_token))
+
+        try:
+            return await source.as_user(scopes, purpose, call)
+        except FeishuError as exc:
+            raise user_tool_error(exc, doing) from exc
 
     def _when(self, value: str, name: str) -> datetime:
         return parse_time(value, name, self._tz)
@@ -83,4 +143,13 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-__all__ = ["WorkspaceTools", "clip", "items_of", "more_hint", "object_of", "stable_id"]
+__all__ = [
+    "NOT_SET_UP",
+    "UserCall",
+    "WorkspaceTools",
+    "clip",
+    "items_of",
+    "more_hint",
+    "object_of",
+    "stable_id",
+]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from bot.feishu.errors import (
+    FeishuAuthorizationGone,
     FeishuError,
     FeishuRateLimited,
     FeishuScopeMissing,
     FeishuTokenInvalid,
     FeishuTransportError,
+    FeishuUserScopeMissing,
     hint_for,
 )
 from connectors.base import ToolError
@@ -38,6 +40,28 @@ def tool_error(exc: FeishuError, doing: str) -> ToolError:
     return ToolError(f"{doing} failed: {hint}. {said}." if hint else f"{doing} failed. {said}.")
 
 
+def user_tool_error(exc: FeishuError, doing: str) -> ToolError:
+    """``exc`` from a call made with the asker's own user token: what they (or an admin)
+    must do about their authorisation; anything else as :func:`tool_error` says it."""
+    if isinstance(exc, FeishuUserScopeMissing):
+        return ToolError(
+            f"{doing} failed: your Feishu authorisation of this bot does not include the "
+            f"permission {scope_text(exc)}. Authorise again with /login and grant it."
+        )
+    if isinstance(exc, FeishuScopeMissing):
+        return ToolError(
+            f"{doing} failed: the Feishu app may not act as users for this "
+            f"({scope_text(exc)}). An admin must add that user permission in the Feishu "
+            "developer console and publish a new app version."
+        )
+    if isinstance(exc, FeishuTokenInvalid | FeishuAuthorizationGone):
+        return ToolError(
+            f"{doing} failed: Feishu no longer accepts your authorisation of this bot "
+            "(it expired or was revoked). Authorise again with /login."
+        )
+    return tool_error(exc, doing)
+
+
 def scope_text(exc: FeishuScopeMissing) -> str:
     if not exc.scopes:
         return "named in Feishu's message"
@@ -46,4 +70,4 @@ def scope_text(exc: FeishuScopeMissing) -> str:
     return "any one of " + ", ".join(exc.scopes)
 
 
-__all__ = ["scope_text", "tool_error"]
+__all__ = ["scope_text", "tool_error", "user_tool_error"]

@@ -90,7 +90,7 @@ class TaskTools(WorkspaceTools):
         request = (
             CreateTaskRequest.builder()
             .user_id_type(self.settings.user_id_type)
-            .request_body(_new_task(summary, description, due_at, people, tasklist_guid, key))
+            .request_body(new_task(summary, description, due_at, people, tasklist_guid, key))
             .build()
         )
         data = await self._data("task.task.create", request, "Creating the task")
@@ -119,7 +119,7 @@ class TaskTools(WorkspaceTools):
         if completed is not None:
             request.completed(completed)
         data = await self._data("task.tasklist.tasks", request.build(), "Listing tasks")
-        return [_task_v2(t) for t in items_of(data)], data
+        return [task_v2(t) for t in items_of(data)], data
 
     async def _app_tasks(
         self, completed: bool | None, limit: int
@@ -133,7 +133,7 @@ class TaskTools(WorkspaceTools):
         return [_task_v1(t) for t in items_of(data)], data
 
 
-def _new_task(
+def new_task(
     summary: str,
     description: str | None,
     due_at: datetime | None,
@@ -160,10 +160,10 @@ def _task_v1(task: Mapping[str, Any]) -> _Task:
     return done, str(task.get("summary") or ""), from_epoch(due, 1000), str(task.get("id") or "")
 
 
-def _task_v2(task: Mapping[str, Any]) -> _Task:
+def task_v2(task: Mapping[str, Any]) -> _Task:
     due = (task.get("due") or {}).get("timestamp")
     done = str(task.get("completed_at") or "0") != "0"
     return done, str(task.get("summary") or ""), from_epoch(due), str(task.get("guid") or "")
 
 
-__all__ = ["TaskTools"]
+__all__ = ["TaskTools", "new_task", "task_v2"]

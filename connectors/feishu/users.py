@@ -19,6 +19,9 @@ from connectors.base import ToolError, action
 from .common import WorkspaceTools, items_of
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# What the model passes for the person asking, in the tools that act as them.
+ME = "me"
+_MAX_NAMES = 10
 _MOBILE = re.compile(r"^\+?[\d\s-]{6,20}$")
 
 
@@ -67,7 +70,9 @@ class UserTools(WorkspaceTools):
             lines.append("No Feishu user (or none the app may see) for: " + ", ".join(missing))
         return "\n".join(lines)
 
-    async def _ids_by_contact(self, parts: list[str]) -> tuple[dict[str, str], list[str]]:
+    async def _ids_by_contact(
+        self, parts: list[str], id_type: str | None = None
+    ) -> tuple[dict[str, str], list[str]]:
         """user id -> the email or mobile it matched, and the ones nobody matched."""
         emails = [p for p in parts if "@" in p][:50]
         mobiles = [p for p in parts if "@" not in p][:50]
@@ -78,7 +83,7 @@ class UserTools(WorkspaceTools):
             body.mobiles(mobiles)
         request = (
             BatchGetIdUserRequest.builder()
-            .user_id_type(self.settings.user_id_type)
+            .user_id_type(id_type or self.settings.user_id_type)
             .request_body(body.build())
             .build()
         )
@@ -94,6 +99,71 @@ class UserTools(WorkspaceTools):
         return found, missing
 
     async def _users_by_name(self, name: str, limit: int) -> str:
+        department = self.settings.user_search_department_id
+        matches, scanned = await self._named(name, limit)
+        if not matches:
+            return (
+                f'No user matching "{name}" among the {scanned} members of department '
+                f"{department} the app can see. Name search covers only that department's "
+                "direct members; an email or mobile number finds anyone in the app's range."
+            )
+        lines = [f'Users matching "{name}" ({min(limit, len(matches))} shown):']
+        lines += [self._render_user(user) for user in matches[:limit]]
+        return "\n".join(lines)
+
+    async def _people(self, entries: list[str], *, chats: bool = False) -> list[str]:
+        """The open_ids of the people ``entries`` name, in order and without repeats:
+        ``ME`` stays as it is (only the asker's own token says who that is), ou_ ids
+        pass, emails and mobiles are looked up exactly, and a name must match exactly one
+        person of the configured department. ``chats``: oc_ chat ids pass too."""
+        entries = [e.strip() for e in entries]
+        if any(not e for e in entries):
+            raise ToolError("a person was given as an empty string; give a name, email or id")
+        found: list[str] = []
+        problems: list[str] = []
+        contacts = [e for e in entries if _EMAIL.match(e) or _MOBILE.match(e)]
+        named = [e for e in entries if e not in contacts and _is_name(e, chats)]
+        if len(named) > _MAX_NAMES:
+            # Each name is a department scan of up to user_search_max_pages calls.
+            raise ToolError(
+                f"at most {_MAX_NAMES} people may be given by name in one call; "
+                "give the others as open_ids (ou_...) or emails"
+            )
+        by_contact: dict[str, str] = {}
+        if contacts:
+            ids, _ = await self._ids_by_contact(contacts, "open_id")
+            by_contact = {given: user_id for user_id, given in ids.items()}
+        for entry in entries:
+            if entry in contacts:
+                if entry in by_contact:
+                    found.append(by_contact[entry])
+                else:
+                    problems.append(f"no Feishu user (or none the app may see) has {entry}")
+            elif entry in named:
+                found += await self._one_named(entry, problems)
+            else:
+                found.append(ME if entry.casefold() == ME else entry)
+        if problems:
+            raise ToolError("Could not tell who is meant: " + "; ".join(problems) + ".")
+        return list(dict.fromkeys(found))
+
+    async def _one_named(self, name: str, problems: list[str]) -> list[str]:
+        matches, scanned = await self._named(name, 5)
+        if len(matches) == 1:
+            return [str(matches[0].get("open_id") or "")]
+        if not matches:
+            problems.append(
+                f'no one named "{name}" among the {scanned} people of department '
+                f"{self.settings.user_search_department_id} (give an email or an open_id)"
+            )
+        else:
+            who = ", ".join(f"{u.get('name')} ({u.get('open_id')})" for u in matches)
+            problems.append(f'"{name}" could be {who}: pass the open_id')
+        return []
+
+    async def _named(self, name: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """People of the configured department whose name matches ``name``, and how many
+        were scanned."""
         needle = name.casefold()
         department = self.settings.user_search_department_id
         matches: list[dict[str, Any]] = []
@@ -116,15 +186,7 @@ class UserTools(WorkspaceTools):
             page_token = str(data.get("page_token") or "")
             if len(matches) >= limit or not data.get("has_more") or not page_token:
                 break
-        if not matches:
-            return (
-                f'No user matching "{name}" among the {scanned} members of department '
-                f"{department} the app can see. Name search covers only that department's "
-                "direct members; an email or mobile number finds anyone in the app's range."
-            )
-        lines = [f'Users matching "{name}" ({min(limit, len(matches))} shown):']
-        lines += [self._render_user(user) for user in matches[:limit]]
-        return "\n".join(lines)
+        return matches, scanned
 
     async def _users(self, ids: list[str]) -> list[dict[str, Any]]:
         request = (
@@ -174,9 +236,16 @@ class UserTools(WorkspaceTools):
         return "- " + " · ".join(bits)
 
 
+def _is_name(entry: str, chats: bool) -> bool:
+    """Whether ``entry`` names a person (rather than being "me" or an id)."""
+    if entry.casefold() == ME or entry.startswith("ou_"):
+        return False
+    return not (chats and entry.startswith("oc_"))
+
+
 def _name_matches(user: Mapping[str, Any], needle: str) -> bool:
     fields = ("name", "en_name", "nickname", "email")
     return any(needle in str(user.get(key) or "").casefold() for key in fields)
 
 
-__all__ = ["UserTools"]
+__all__ = ["ME", "UserTools"]

@@ -15,13 +15,21 @@ from .docs import DocumentTools
 from .errors import scope_text
 from .files import FileTools
 from .messages import MessageTools
+from .my_calendar import MyCalendarTools
+from .my_search import MySearchTools
+from .my_tasks import MyTaskTools
 from .settings import FeishuWorkspaceSettings
 from .tasks import TaskTools
 from .users import UserTools
 
 
-# MessageTools builds on UserTools (sender names), so it must come before it.
+# A family that builds on another comes before it: the ``My*`` families (which act as
+# the asker) before MessageTools, UserTools, CalendarTools and TaskTools, and
+# MessageTools (sender names) before UserTools.
 class FeishuWorkspace(
+    MySearchTools,
+    MyCalendarTools,
+    MyTaskTools,
     MessageTools,
     UserTools,
     ChatTools,
@@ -33,7 +41,8 @@ class FeishuWorkspace(
     ChartTools,
 ):
     """People, chats, calendar, tasks, Base and docs of the bot's Feishu tenant; files and
-    charts sent into the conversation being answered."""
+    charts sent into the conversation being answered; and, as the person asking (their
+    user token), their own calendar, tasks, documents and messages (``feishu_my_*``)."""
 
     name = "feishu"
     Settings = FeishuWorkspaceSettings
@@ -54,6 +63,9 @@ class FeishuWorkspace(
             return ConnectorStatus(self.name, False, detail, tools)
         except FeishuError as exc:
             return ConnectorStatus(self.name, False, f"Feishu check failed: {exc}", tools)
+        if self.context.user_tokens is None:
+            detail = "ready; the feishu_my_* tools need LARKGATE_TOKEN_KEY to act as users"
+            return ConnectorStatus(self.name, True, detail, tools)
         return ConnectorStatus(self.name, True, "ready", tools)
 
 

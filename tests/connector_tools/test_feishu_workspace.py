@@ -35,6 +35,12 @@ READS = {
     "feishu_list_tasks",
     "feishu_search_bitable_records",
     "feishu_read_document",
+    # As the asking person (tests/connector_tools/test_feishu_as_user.py).
+    "feishu_my_calendar_events",
+    "feishu_my_free_busy",
+    "feishu_my_tasks",
+    "feishu_my_search_docs",
+    "feishu_my_search_messages",
 }
 WRITES = {
     "feishu_send_message",
@@ -44,6 +50,9 @@ WRITES = {
     "feishu_create_document",
     "feishu_send_file",
     "feishu_send_chart",
+    "feishu_my_create_event",
+    "feishu_my_create_task",
+    "feishu_my_complete_task",
 }
 BASE = {"app_token": "bascnFakeProjects", "table_id": "tblFakeTasks"}
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -750,7 +759,12 @@ async def test_the_fake_validates_parameters_as_feishu_does(client, request_) ->
 async def test_check_reports_ready_or_the_missing_scope(fake, client) -> None:
     workspace = make_workspace(client)
     status = await workspace.check()
-    assert (status.ok, status.detail, status.tools) == (True, "ready", len(READS | WRITES))
+    assert (status.ok, status.tools) == (True, len(READS | WRITES))
+    assert status.detail.startswith("ready; ") and "LARKGATE_TOKEN_KEY" in status.detail
+    acting = FeishuWorkspace(
+        FeishuWorkspaceSettings(), ConnectorContext(feishu=client, user_tokens=_NoTokens())
+    )
+    assert (await acting.check()).detail == "ready"
 
     fake.fail("GET", r"/im/v1/chats$", 99991672, msg="Access denied. [im:chat:readonly]")
     status = await workspace.check()
@@ -764,6 +778,13 @@ async def test_check_reports_ready_or_the_missing_scope(fake, client) -> None:
     assert not status.ok and "no Feishu client" in status.detail
     error = await refused({t.name: t for t in make_workspace(None).tools()}, "feishu_list_chats")
     assert "not configured" in error
+
+
+class _NoTokens:
+    """A token source that is there (per-user authorisation is set up) but never used."""
+
+    async def as_user(self, scopes: Any, purpose: str, call: Any) -> Any:
+        raise AssertionError("the check acts as no one")
 
 
 def test_results_are_compact_text_not_json() -> None:

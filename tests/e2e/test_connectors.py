@@ -1,4 +1,4 @@
-"""The connector hub inside the running bot: 22 real tools, so tool selection runs."""
+"""The connector hub inside the running bot: 33 real tools, so tool selection runs."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ ALL_TOOLS = {
     "feishu_create_document",
     "feishu_send_file",
     "feishu_send_chart",
+    "feishu_my_calendar_events",
+    "feishu_my_free_busy",
+    "feishu_my_create_event",
+    "feishu_my_tasks",
+    "feishu_my_create_task",
+    "feishu_my_complete_task",
+    "feishu_my_search_docs",
+    "feishu_my_search_messages",
 }
 
 

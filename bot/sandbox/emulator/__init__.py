@@ -37,7 +37,8 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
           ``granted_scopes`` (every scope larkgate uses unless a test removes some)
     Every route but the token one wants ``Authorization: Bearer <valid token>``: missing
     answers 99991661, unknown/expired/revoked 99991663 (HTTP 400). Unknown routes get
-    aiohttp's plain-text 404, as a real gateway answers with a non-JSON page.
+    aiohttp's plain-text 404, as a real gateway answers with a non-JSON page. The routes
+    listed under "Acting as a person" take a user token too (some only a user token).
     Per-user OAuth (module ``oauth``; its docstring has the rules): GET
     /open-apis/authen/v1/authorize (302 back with a code; ``consent_as(open_id)``), POST
     /open-apis/authen/v2/oauth/token (code with PKCE, refresh rotation) and GET
@@ -102,6 +103,33 @@ Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public
           ``index``, ``client_token``; the document's revision goes up
     Message create refuses a known chat the bot is not in (230002); with ``strict``, an
     unknown chat (230001) or user (230013).
+
+Acting as a person (modules ``identity``, ``freebusy``, ``search``; user tokens from the
+fake OAuth above)
+    A user token is checked by the middleware: unknown or revoked 99991668, expired
+    99991677, the tenant token on a route that takes only a user token 99991668, a user
+    token where only the tenant token goes 99991663, and a token without any of the
+    route's user scopes 99991679 (the scopes in the message and in
+    ``error.permission_violations``). ``identity.USER_ROUTES`` lists the routes and scopes.
+    Handlers answer the caller's own data: Alice and Bob each own a primary calendar
+    (``workspace.user_calendar(open_id)``; Bob's holds a private "Board prep"), chats
+    have ``members`` (Alice is not in oc_fake_hr), documents have ``readers`` (Bob alone
+    reads "Board minutes"; "On-call runbook" is a wiki page), and tasks people made
+    with their tokens are theirs.
+    POST  /open-apis/calendar/v4/calendars/primary        with a user token: theirs
+    GET/POST .../calendars/{id}/events, .../attendees     the person's role on the
+          calendar (``user_roles``): none on anyone else's calendar (191002)
+    POST  /open-apis/calendar/v4/freebusy/batch           busy times only (``freebusy``)
+    GET   /open-apis/task/v2/tasks                        user only: the tasks assigned to
+          the caller (``type`` my_tasks, ``completed``)
+    POST  /open-apis/task/v2/tasks                        a user token makes it theirs
+    PATCH /open-apis/task/v2/tasks/{guid}                 ``update_fields`` completed_at,
+          summary, description; creator or member only (1470403), else 1470400/1470404
+    POST  /open-apis/search/v2/doc_wiki/search            user only (``search``)
+    POST  /open-apis/search/v2/message                    user only: message ids of the
+          caller's chats, newest first
+    GET   /open-apis/im/v1/messages/mget                  the caller's chats' messages
+          (the bot's chats with the tenant token)
 
 Messages
     ``uuid`` is honoured: a second create/reply with a uuid already seen returns the first

@@ -1,5 +1,9 @@
-"""Calendar: the bot's primary calendar, events listed and created (TimeInfo checks,
-idempotency keys) and attendees invited."""
+"""Calendar: primary calendars (the bot's, and each person's for their user token),
+events listed and created (TimeInfo checks, idempotency keys) and attendees invited.
+
+Access is the caller's: the app's ``role`` on a calendar with the tenant token, a
+person's entry in ``user_roles`` with their user token (a person owns their primary
+calendar and has no access to anyone else's: 191002)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .identity import caller_of
 from .params import paged, query_int, user_id_type
 from .wire import APPLINK, FakeError, request_body
 from .workspace_state import WorkspaceState
@@ -34,6 +39,8 @@ class FakeEvent:
     attendees: list[dict[str, Any]] = field(default_factory=list)
     create_time: int = 0  # epoch seconds
     recurrence: str = ""
+    organizer: str = "larkgate"  # the display name of whose calendar it is on
+    free_busy_status: str = "busy"  # "free": it does not show in free/busy
 
     def bounds(self) -> tuple[int, int]:
         """(start, end) in epoch seconds; an all-day event spans its dates in UTC."""
@@ -50,7 +57,7 @@ class FakeEvent:
             "vchat": {"vc_type": "no_meeting"},
             "visibility": "default",
             "attendee_ability": "can_see_others",
-            "free_busy_status": "busy",
+            "free_busy_status": self.free_busy_status,
             "color": -1,
             "reminders": [],
             "recurrence": self.recurrence,
@@ -59,7 +66,7 @@ class FakeEvent:
             "recurring_event_id": "",
             "create_time": str(self.create_time),
             "app_link": f"{APPLINK}/client/calendar/event/detail?eventId={self.event_id}",
-            "event_organizer": {"user_id": "", "display_name": "larkgate"},
+            "event_organizer": {"user_id": "", "display_name": self.organizer},
         }
         if self.location:
             wire["location"] = dict(self.location)
@@ -71,8 +78,10 @@ class FakeCalendar:
     calendar_id: str
     summary: str
     type: str = "shared"  # primary, shared, google, resource, exchange
-    role: str = "owner"  # the app's access: owner, writer, reader, free_busy_reader
+    role: str = "owner"  # the app's access: owner, writer, reader, free_busy_reader, ""
     events: list[FakeEvent] = field(default_factory=list)
+    # People's access with their user tokens: open_id -> owner, writer, reader, ...
+    user_roles: dict[str, str] = field(default_factory=dict)
     idempotency: dict[str, str] = field(default_factory=dict)  # key -> event_id
 
     def to_wire(self) -> dict[str, Any]:
@@ -108,15 +117,40 @@ class CalendarApi(WorkspaceState):
             start={"timestamp": str(start_s), "timezone": "Asia/Shanghai"},
             end={"timestamp": str(end_s), "timezone": "Asia/Shanghai"},
             create_time=int(time.time()),
+            organizer=fields.pop("organizer", calendar.summary),
             **fields,
         )
         calendar.events.append(event)
         return event
 
+    def user_calendar(self, open_id: str) -> FakeCalendar:
+        """The person's primary calendar, made on first use (they own it, the app has no
+        access to it)."""
+        known = self.primary_calendars.get(open_id)
+        if known is not None:
+            return self.calendars[known]
+        user = self.users.get(open_id)
+        calendar = FakeCalendar(
+            f"feishu.cn_fake{open_id.removeprefix('ou_')}@group.calendar.feishu.cn",
+            user.name if user is not None else open_id,
+            "primary",
+            role="",
+            user_roles={open_id: "owner"},
+        )
+        self.calendars[calendar.calendar_id] = calendar
+        self.primary_calendars[open_id] = calendar.calendar_id
+        return calendar
+
     async def _primary_calendar(self, request: web.Request) -> web.Response:
-        user_id_type(request)
-        calendar = self.calendars[self.primary_calendar_id]
-        return self._fake._ok({"calendars": [{"calendar": calendar.to_wire(), "user_id": ""}]})
+        id_type = user_id_type(request)
+        caller = caller_of(request)
+        if caller.is_user:
+            calendar = self.user_calendar(caller.open_id)
+            user = self.users.get(caller.open_id)
+            owner = user.id_of(id_type) if user is not None else caller.open_id
+        else:
+            calendar, owner = self.calendars[self.primary_calendar_id], ""
+        return self._fake._ok({"calendars": [{"calendar": calendar.to_wire(), "user_id": owner}]})
 
     async def _list_events(self, request: web.Request) -> web.Response:
         calendar = self._calendar(request, roles=("owner", "writer", "reader"))
@@ -171,6 +205,7 @@ class CalendarApi(WorkspaceState):
             end=end,
             location=location,
             create_time=int(time.time()),
+            organizer=calendar.summary,
         )
         calendar.events.append(event)
         if key:
@@ -227,7 +262,9 @@ class CalendarApi(WorkspaceState):
         calendar = self.calendars.get(request.match_info["calendar_id"])
         if calendar is None:
             raise FakeError(191000)
-        if calendar.role not in roles:
+        caller = caller_of(request)
+        role = calendar.user_roles.get(caller.open_id, "") if caller.is_user else calendar.role
+        if role not in roles:
             raise FakeError(191002)
         return calendar
 

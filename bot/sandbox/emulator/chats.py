@@ -3,7 +3,7 @@ sent to a receiver at all."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +21,8 @@ class FakeChat:
     owner_open_id: str = ""
     bot_is_member: bool = True
     external: bool = False
+    # The people in it (open_ids): what a person's user token may search and read.
+    members: set[str] = field(default_factory=set)
 
     def to_wire(self) -> dict[str, Any]:
         return {

@@ -33,6 +33,17 @@ class FakeDocument:
     revision_id: int = 1
     app_has_access: bool = True
     client_tokens: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Who may open it with their user token (open_ids), and whose it is.
+    readers: set[str] = field(default_factory=set)
+    owner_open_id: str = ""
+    # A wiki page: the knowledge space it is in and its node token ("": a cloud document).
+    wiki_space_id: str = ""
+    node_token: str = ""
+    updated_s: int = 0  # epoch seconds
+
+    def text(self) -> str:
+        """The document's words, for search: the body without the title line."""
+        return self.raw_text().split("\n", 1)[1] if "\n" in self.raw_text() else ""
 
     def raw_text(self) -> str:
         """What ``raw_content`` answers: the title, then each block's text on its line."""

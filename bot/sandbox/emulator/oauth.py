@@ -37,6 +37,7 @@ from typing import Any
 from aiohttp import web
 
 from .core import EmulatorCore
+from .identity import bearer
 from .wire import FakeError, parse_json
 
 AUTHORIZE_PATH = "/open-apis/authen/v1/authorize"
@@ -216,20 +217,22 @@ class OAuthApi(EmulatorCore):
         return web.json_response(answer)
 
     async def _user_info(self, request: web.Request) -> web.Response:
-        auth = request.headers.get("Authorization", "")
-        token = auth[len("Bearer ") :].strip() if auth.startswith("Bearer ") else ""
-        if not token:
-            raise FakeError(99991661)
-        grant = self.user_grants.get(token)
-        if grant is None or grant.revoked:
-            raise FakeError(99991668)
-        if grant.access_expires_at <= time.time():
-            raise FakeError(99991677, "user access token expired")
+        grant = self._live_grant(bearer(request))
         user = self.workspace.users.get(grant.open_id)
         name = user.name if user is not None else grant.open_id
         return self._ok(
             {"open_id": grant.open_id, "name": name, "en_name": name, "tenant_key": "fake_tenant"}
         )
+
+    def _live_grant(self, token: str) -> FakeUserGrant:
+        """The grant of a user access token still good: 99991668 for an unknown or revoked
+        one, 99991677 once it expired."""
+        grant = self.user_grants.get(token)
+        if grant is None or grant.revoked:
+            raise FakeError(99991668)
+        if grant.access_expires_at <= time.time():
+            raise FakeError(99991677, "user access token expired")
+        return grant
 
 
 class _Refused(Exception):

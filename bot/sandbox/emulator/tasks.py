@@ -1,14 +1,20 @@
-"""Tasks: v1 tasks the app created, v2 tasklists and their tasks, and v2 task create
-(members, due, ``client_token``)."""
+"""Tasks: v1 tasks the app created, v2 tasklists and their tasks, v2 task create
+(members, due, ``client_token``), and, with a person's user token, "my tasks" (the
+tasks assigned to them) and task patch (completing one).
+
+A task made with a user token is that person's (``creator`` a user); one made with the
+tenant token is the app's. Patch is for its creator or a member (1470403 otherwise)."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from .identity import Caller, caller_of
 from .params import paged, query_bool, user_id_type
 from .wire import APPLINK, FakeError, now_ms, request_body
 from .workspace_state import WorkspaceState
@@ -87,17 +93,21 @@ class FakeTasklist:
 
 
 class TasksApi(WorkspaceState):
-    def add_task(self, summary: str, *, by_app: bool = True, **fields: Any) -> FakeTask:
+    def add_task(
+        self, summary: str, *, by_app: bool = True, creator: str = "", **fields: Any
+    ) -> FakeTask:
+        """A task made by the app, or (``by_app=False``) by ``creator`` (an open_id,
+        Alice when not given)."""
         number = next(self._numbers)
-        creator = (
+        made_by = (
             {"id": self._fake.app_id, "type": "app"}
             if by_app
-            else {"id": "ou_fake_alice", "type": "user"}
+            else {"id": creator or "ou_fake_alice", "type": "user"}
         )
         task = FakeTask(
             guid=f"{secrets.token_hex(4)}-fake-task-{number:04d}",
             summary=summary,
-            creator=creator,
+            creator=made_by,
             created_ms=now_ms(),
             number=number,
             **fields,
@@ -130,6 +140,45 @@ class TasksApi(WorkspaceState):
         ]
         return self._fake._ok(paged(tasks, request, default=50, maximum=100))
 
+    async def _my_tasks(self, request: web.Request) -> web.Response:
+        """GET /task/v2/tasks (user token only): the tasks assigned to the caller."""
+        user_id_type(request)
+        if request.query.get("type", "my_tasks") != "my_tasks":
+            raise FakeError(99992402, "field validation failed: type (my_tasks)")
+        me = caller_of(request).open_id
+        completed = query_bool(request, "completed")
+        tasks = [
+            t
+            for t in self.tasks.values()
+            if any(m["id"] == me and m.get("role") == "assignee" for m in t.members)
+            and (completed is None or bool(t.completed_ms) == completed)
+        ]
+        tasks.sort(key=lambda t: t.created_ms)
+        return self._fake._ok(paged([t.to_v2() for t in tasks], request, default=50, maximum=100))
+
+    async def _patch_task(self, request: web.Request) -> web.Response:
+        user_id_type(request)
+        task = self.tasks.get(request.match_info["task_guid"])
+        if task is None:
+            raise FakeError(1470404, "resource not found: task")
+        if not self._may_edit(task, caller_of(request)):
+            raise FakeError(1470403)
+        body = request_body(request)
+        changes, fields = body.get("task"), body.get("update_fields")
+        if not isinstance(changes, dict) or not isinstance(fields, list) or not fields:
+            raise FakeError(1470400, "invalid request params: task and update_fields")
+        for name in fields:
+            if name not in _PATCHABLE:
+                raise FakeError(1470400, f"invalid request params: update_fields {name!r}")
+            _PATCHABLE[name](task, changes.get(name))
+        return self._fake._ok({"task": task.to_v2()})
+
+    def _may_edit(self, task: FakeTask, caller: Caller) -> bool:
+        if not caller.is_user:
+            return task.creator == {"id": self._fake.app_id, "type": "app"}
+        mine = task.creator == {"id": caller.open_id, "type": "user"}
+        return mine or any(m["id"] == caller.open_id for m in task.members)
+
     async def _create_task(self, request: web.Request) -> web.Response:
         id_type = user_id_type(request)
         body = request_body(request)
@@ -149,16 +198,23 @@ class TasksApi(WorkspaceState):
         members = []
         for member in body.get("members") or []:
             member_id = member.get("id") if isinstance(member, dict) else None
-            if (
-                member.get("role") not in ("assignee", "follower")
-                or self._user(str(member_id), id_type) is None
-            ):
+            user = self._user(str(member_id), id_type)
+            if member.get("role") not in ("assignee", "follower") or user is None:
                 raise FakeError(1470400, f"invalid request params: member {member!r}")
-            members.append({"id": member_id, "type": "user", "role": member["role"]})
+            # Kept as open_ids: "my tasks" finds a person by theirs whatever id type made it.
+            members.append({"id": user.open_id, "type": "user", "role": member["role"]})
         guids = []
         for item in body.get("tasklists") or []:
             guids.append(self._tasklist(str((item or {}).get("tasklist_guid") or "")).guid)
-        task = self.add_task(summary, members=members, tasklist_guids=guids, **fields)
+        caller = caller_of(request)
+        task = self.add_task(
+            summary,
+            by_app=not caller.is_user,
+            creator=caller.open_id,
+            members=members,
+            tasklist_guids=guids,
+            **fields,
+        )
         if isinstance(token, str) and token:
             self.task_client_tokens[token] = task.guid
         return self._fake._ok({"task": task.to_v2()})
@@ -170,3 +226,28 @@ class TasksApi(WorkspaceState):
         if not tasklist.app_is_member:
             raise FakeError(1470403)
         return tasklist
+
+
+def _set_completed(task: FakeTask, value: Any) -> None:
+    stamp = str(value if value is not None else "")
+    if not stamp.isdigit():
+        raise FakeError(1470400, "invalid request params: completed_at (ms, or 0 to reopen)")
+    task.completed_ms = int(stamp)
+
+
+def _set_summary(task: FakeTask, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip() or len(value) > 3000:
+        raise FakeError(1470400, "invalid request params: summary (1 to 3000 characters)")
+    task.summary = value
+
+
+def _set_description(task: FakeTask, value: Any) -> None:
+    task.description = str(value or "")
+
+
+# The fields ``update_fields`` may name here, and how each is applied.
+_PATCHABLE: dict[str, Callable[[FakeTask, Any], None]] = {
+    "completed_at": _set_completed,
+    "summary": _set_summary,
+    "description": _set_description,
+}

@@ -23,11 +23,20 @@ DEFAULT_MSGS = {code: entry.msg for code, entry in CODES.items() if entry.msg}
 class FakeError(Exception):
     """Raised by a handler; rendered as Feishu's error envelope by the middleware."""
 
-    def __init__(self, code: int, msg: str | None = None, *, http_status: int = 400) -> None:
+    def __init__(
+        self,
+        code: int,
+        msg: str | None = None,
+        *,
+        http_status: int = 400,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(code)
         self.code = code
         self.msg = msg
         self.http_status = http_status
+        # More of Feishu's ``error`` object, e.g. ``permission_violations`` on scope errors.
+        self.extra = extra
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .bitable import BitableApi, FakeBitableApp, FakeBitableTable
-from .calendars import DAY_S, HOUR_S, CalendarApi, FakeCalendar
+from .calendars import DAY_S, HOUR_S, FakeCalendar
 from .chats import ChatsApi
 from .contacts import ContactsApi, FakeUser
 from .docx import DocxApi
+from .freebusy import FreeBusyApi
+from .search import SearchApi
 from .tasks import FakeTasklist, TasksApi
 from .workspace_state import BOT_CALENDAR_ID
 
@@ -18,8 +20,9 @@ if TYPE_CHECKING:
     from .server import FakeFeishu
 
 
-class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, DocxApi):
-    """The workspace behind the contact, chat, calendar, task, Base and docx endpoints.
+class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, DocxApi, SearchApi):
+    """The workspace behind the contact, chat, calendar, task, Base, docx and search
+    endpoints.
 
     Seeded with a small, realistic tenant (see the package doc); every list is public
     state a test may change or extend with the ``add_*`` helpers.
@@ -37,15 +40,11 @@ class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, Do
         alice, bob = self._seed_people()
         self._seed_messages(alice, bob, now * 1000)
         self._seed_calendar(hour)
+        self._seed_people_calendars(alice, bob, hour)
         self._seed_tasks(alice, hour, now * 1000)
+        self._seed_people_tasks(alice, bob, hour, now * 1000)
         self._seed_base(alice, bob, hour)
-        self.add_document(
-            "doxcnFakeHandbook",
-            "Team handbook",
-            "Welcome to the team.\nOn-call rotates weekly; the schedule is in the Base.\n"
-            "Deploys happen Tuesday and Thursday.",
-        )
-        self.add_document("doxcnFakeSecret", "Board minutes", "Confidential", app_has_access=False)
+        self._seed_documents(alice, bob, now)
 
     def _seed_people(self) -> tuple[FakeUser, FakeUser]:
         alice = self.add_user(
@@ -73,9 +72,16 @@ class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, Do
             job_title="Sales",
             department_ids=["od-fake-sales"],
         )
-        self.add_chat("oc_fake_eng", "Engineering", "Backend and infra", alice.open_id)
-        self.add_chat("oc_fake_launch", "Launch 2025", "Launch coordination", bob.open_id)
-        self.add_chat("oc_fake_hr", "HR private", "", bob.open_id, bot_is_member=False)
+        both = {alice.open_id, bob.open_id}
+        self.add_chat(
+            "oc_fake_eng", "Engineering", "Backend and infra", alice.open_id, members=set(both)
+        )
+        self.add_chat(
+            "oc_fake_launch", "Launch 2025", "Launch coordination", bob.open_id, members=both
+        )
+        self.add_chat(
+            "oc_fake_hr", "HR private", "", bob.open_id, bot_is_member=False, members={bob.open_id}
+        )
         return alice, bob
 
     def _seed_messages(self, alice: FakeUser, bob: FakeUser, now_ms: int) -> None:
@@ -159,6 +165,99 @@ class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, Do
         event = self.add_event("Team offsite", 0, 0)
         event.start, event.end = {"date": offsite}, {"date": offsite_end}
 
+    def _seed_people_calendars(self, alice: FakeUser, bob: FakeUser, hour: int) -> None:
+        """Alice's and Bob's own calendars: each sees only theirs (Bob's board prep is
+        his alone), and the free/busy of both."""
+        mine = self.user_calendar(alice.open_id).calendar_id
+        self.add_event(
+            "1:1 with Bob",
+            hour + DAY_S + 3 * HOUR_S,
+            hour + DAY_S + 3 * HOUR_S + 1800,
+            calendar_id=mine,
+        )
+        self.add_event(
+            "Dentist",
+            hour + 2 * DAY_S + 5 * HOUR_S,
+            hour + 2 * DAY_S + 6 * HOUR_S,
+            calendar_id=mine,
+            location={"name": "Smile clinic"},
+        )
+        self.add_event(
+            "Focus time",
+            hour + DAY_S + 5 * HOUR_S,
+            hour + DAY_S + 7 * HOUR_S,
+            calendar_id=mine,
+            free_busy_status="free",
+        )
+        self.add_event(
+            "Cancelled lunch",
+            hour + DAY_S + 4 * HOUR_S,
+            hour + DAY_S + 5 * HOUR_S,
+            calendar_id=mine,
+            status="cancelled",
+        )
+        self.add_event(
+            "Board prep",
+            hour + DAY_S + HOUR_S,
+            hour + DAY_S + 2 * HOUR_S,
+            calendar_id=self.user_calendar(bob.open_id).calendar_id,
+            description="Salary bands for next year",
+        )
+
+    def _seed_people_tasks(self, alice: FakeUser, bob: FakeUser, hour: int, now_ms: int) -> None:
+        """Tasks people made with their own tokens, each assigned to its maker."""
+
+        def assignee(user: FakeUser) -> list[dict[str, str]]:
+            return [{"id": user.open_id, "type": "user", "role": "assignee"}]
+
+        self.add_task(
+            "Write the migration plan",
+            by_app=False,
+            creator=alice.open_id,
+            members=assignee(alice),
+            due_ms=(hour + 3 * DAY_S) * 1000,
+        )
+        self.add_task(
+            "Submit expense report",
+            by_app=False,
+            creator=alice.open_id,
+            members=assignee(alice),
+            completed_ms=now_ms - 2 * DAY_S * 1000,
+        )
+        self.add_task("Review Q3 budget", by_app=False, creator=bob.open_id, members=assignee(bob))
+
+    def _seed_documents(self, alice: FakeUser, bob: FakeUser, now: int) -> None:
+        both = {alice.open_id, bob.open_id}
+        self.add_document(
+            "doxcnFakeHandbook",
+            "Team handbook",
+            "Welcome to the team.\nOn-call rotates weekly; the schedule is in the Base.\n"
+            "Deploys happen Tuesday and Thursday.",
+            readers=set(both),
+            owner_open_id=bob.open_id,
+            updated_s=now - 5 * DAY_S,
+        )
+        self.add_document(
+            "doxcnFakeSecret",
+            "Board minutes",
+            "Confidential: the on-call bonus doubles next year.",
+            app_has_access=False,
+            readers={bob.open_id},
+            owner_open_id=bob.open_id,
+            updated_s=now - DAY_S,
+        )
+        self.add_document(
+            "doxcnFakeRunbook",
+            "On-call runbook",
+            "Page the on-call engineer first.\nRoll back before you debug.",
+            app_has_access=False,
+            readers=set(both),
+            owner_open_id=alice.open_id,
+            wiki_space_id="7034502641455497244",
+            node_token="wikcnFakeRunbook",
+            updated_s=now - 2 * DAY_S,
+        )
+
     def _seed_tasks(self, alice: FakeUser, hour: int, now_ms: int) -> None:
         self.tasklists["fake-tasklist-launch"] = FakeTasklist("fake-tasklist-launch", "Launch")
         self.tasklists["fake-tasklist-secret"] = FakeTasklist(
@@ -241,7 +340,12 @@ class FakeWorkspace(ContactsApi, ChatsApi, CalendarApi, TasksApi, BitableApi, Do
             ("GET", calendars + "/{calendar_id}/events", self._list_events),
             ("POST", calendars + "/{calendar_id}/events", self._create_event),
             ("POST", calendars + "/{calendar_id}/events/{event_id}/attendees", self._add_attendees),
+            ("POST", "/open-apis/calendar/v4/freebusy/batch", self._freebusy_batch),
             ("GET", "/open-apis/task/v1/tasks", self._list_tasks_v1),
+            ("GET", "/open-apis/task/v2/tasks", self._my_tasks),
+            ("PATCH", "/open-apis/task/v2/tasks/{task_guid}", self._patch_task),
+            ("POST", "/open-apis/search/v2/doc_wiki/search", self._search_doc_wiki),
+            ("POST", "/open-apis/search/v2/message", self._search_messages),
             ("GET", "/open-apis/task/v2/tasklists/{tasklist_guid}/tasks", self._tasklist_tasks),
             ("POST", "/open-apis/task/v2/tasks", self._create_task),
             ("POST", records + "/search", self._search_records),

@@ -27,6 +27,7 @@ class WorkspaceState:
         self.chats: dict[str, FakeChat] = {}
         self.calendars: dict[str, FakeCalendar] = {}
         self.primary_calendar_id = BOT_CALENDAR_ID
+        self.primary_calendars: dict[str, str] = {}  # open_id -> their primary calendar
         self.tasks: dict[str, FakeTask] = {}
         self.tasklists: dict[str, FakeTasklist] = {}
         self.task_client_tokens: dict[str, str] = {}  # client_token -> guid
