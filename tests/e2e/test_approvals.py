@@ -36,8 +36,8 @@ def header(card: dict[str, Any]) -> str:
     return str(card.get("header", {}).get("title", {}).get("content", ""))
 
 
-async def first_card(bot: Bot, message_id: str) -> FakeMessage:
-    await bot.wait_for(lambda: bool(approval_cards(bot, message_id)))
+async def first_card(bot: Bot, message_id: str, within: float = 10.0) -> FakeMessage:
+    await bot.wait_for(lambda: bool(approval_cards(bot, message_id)), within)
     return approval_cards(bot, message_id)[0]
 
 

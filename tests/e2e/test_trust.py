@@ -165,13 +165,18 @@ async def test_the_whole_call_is_on_the_card_in_the_console_and_in_the_audit_log
     assert deployer.runs == [service]  # exactly what was shown
 
 
+# The model streams a 60,000-character argument as ~15,000 chunks, each one parsed into the
+# openai SDK's models: seconds of CPU, more under coverage on a busy machine.
+LONG_CALL_SECONDS = 60.0
+
+
 async def test_a_call_too_long_for_any_card_is_never_approved_blind(
     tmp_path, feishu, llm_server, deployer
 ):
     service = "y" * 60_000 + "; DROP TABLE users"
     async with start(tmp_path, feishu, llm_server, deployer, services=[service]) as bot:
         await bot.say("om_7", "deploy it")
-        card = await first_card(bot, "om_7")
+        card = await first_card(bot, "om_7", within=LONG_CALL_SECONDS)
         text = card_text(bot, card)
         assert "characters are not shown" in text and "cannot be approved" in text
         assert "DROP TABLE" not in text
@@ -181,7 +186,7 @@ async def test_a_call_too_long_for_any_card_is_never_approved_blind(
         refused = await bot.click(approve, by=ADMIN, card_message_id=card.message_id)
         assert refused["toast"]["type"] == "error" and "cannot be" in refused["toast"]["content"]
         await bot.click(value_for(card, "deny"), by=ADMIN, card_message_id=card.message_id)
-        await bot.reply("om_7")
+        await bot.reply("om_7", within=LONG_CALL_SECONDS)
         await bot.settle()
     assert deployer.runs == []
 
@@ -200,14 +205,14 @@ async def test_with_the_console_a_long_call_links_it_and_can_be_approved(
         larkgate_public_url="https://bot.example.com/",
     ) as bot:
         await bot.say("om_8", "deploy it")
-        card = await first_card(bot, "om_8")
+        card = await first_card(bot, "om_8", within=LONG_CALL_SECONDS)
         text = card_text(bot, card)
         assert "[web console](https://bot.example.com/console)" in text
         answer = await bot.click(
             value_for(card, "approve"), by=ADMIN, card_message_id=card.message_id
         )
         assert answer["toast"]["type"] == "success"
-        await bot.reply("om_8")
+        await bot.reply("om_8", within=LONG_CALL_SECONDS)
         await bot.settle()
     assert deployer.runs == [service]
 
