@@ -187,6 +187,11 @@ class TurnRunner:
         early = turn.interrupts.drain()
         question = await build_question(message, early, loaded, self._media, earlier=extras.earlier)
         agent = await self._agent_factory(extras.mode)
+        if turn.stopped_before_start:
+            # A /stop while the question was read (downloads) or the agent made: the run
+            # has not bound the queue yet, so the stop was left here for it.
+            await self._complete(turn)
+            return None
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(
             run_id,
