@@ -9,6 +9,8 @@ them finish.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -40,11 +42,12 @@ def weather() -> Weather:
 def start(tmp_path, feishu, llm_server, weather, deployer):
     """Start a bot with ``model`` answering; yields an async context."""
 
-    def start_with(model: PlanModel, **overrides: Any):
+    def start_with(model: PlanModel, clock: Callable[[], float] = time.time, **overrides: Any):
         llm_server.handler = model
         values = {"larkgate_admins": ADMIN, **overrides}
         settings = settings_for(tmp_path, feishu, llm_server, **values)
-        return running_bot(settings, feishu, llm_server, tools=[weather.tool(), deployer.tool()])
+        tools = [weather.tool(), deployer.tool()]
+        return running_bot(settings, feishu, llm_server, tools=tools, clock=clock)
 
     return start_with
 
@@ -315,3 +318,56 @@ async def test_the_console_streams_the_plan_over_sse(start, weather):
     assert types.index("answer") > max(i for i, t in enumerate(types) if t == "plan_step")
     assert types[-1] == "done" and events[-1]["data"]["status"] == "completed"
     assert events[-1]["data"]["tool_calls"] == 3
+
+
+async def test_a_scheduled_run_follows_the_mode_and_shows_its_plan(start, weather):
+    weather.release.set()
+    now = [time.time()]
+    model = PlanModel(plans=[THREE_CITIES], steps=LOOKUPS)
+    async with start(model, clock=lambda: now[0], larkgate_mode="dag") as bot:
+        await bot.services.schedules.create(
+            name="Morning weather",
+            prompt="The weather in Paris, London and Tokyo",
+            creator="ou_user",
+            chat_id="oc_dm",
+            chat_type="p2p",
+            thread_id="",
+            reply_to="",
+            kind="cron",
+            expression="0 9 * * *",
+            timezone="UTC",
+            next_run_at=now[0] + 60,
+            created_in_run="",
+            max_per_creator=20,
+        )
+        now[0] += 61
+        bot.services.scheduled_runs.wake()
+        await bot.wait_for(lambda: any("Scheduled task" in str(m.content) for m in bot.feishu.sent))
+        header = next(m for m in bot.feishu.sent if "Scheduled task" in str(m.content))
+        await bot.reply(header.message_id)
+        await bot.settle()
+        assert checklist(bot, header.message_id).startswith("🗂️ **Plan** · 4/4 done")
+    assert model.planned_goals == ["The weather in Paris, London and Tokyo"]
+
+
+async def test_stop_while_a_step_waits_for_an_approval_cancels_it(start, weather, deployer):
+    weather.release.set()
+    plan = plan_of(("s1", "Deploy api", ()), ("s2", "Weather in Paris", ()))
+    steps = {**LOOKUPS, "Deploy api": StepScript.calling(("deploy", {"service": "api"}))}
+    model = PlanModel(plans=[plan], steps=steps)
+    async with start(model) as bot:
+        await bot.say("om_1", "/plan deploy api and tell me the weather in Paris")
+        await shows(bot, "om_1", "⏸️ 1. Deploy api · waiting for approval", "✅ 2.")
+        card = next(m for m in bot.replies_to("om_1") if callback_values(m.content))
+        await bot.say("om_stop", "/stop")
+        assert await bot.reply("om_stop") == texts.STOPPED
+        await bot.settle()
+
+        def card_header() -> str:
+            content = bot.feishu.message_by_id[card.message_id].content
+            return str(content.get("header", {}).get("title", {}).get("content", ""))
+
+        await bot.wait_for(lambda: card_header() == "Cancelled")
+        assert not callback_values(bot.feishu.message_by_id[card.message_id].content)
+        assert "⏹️ 1. Deploy api · stopped" in checklist(bot, "om_1")
+    assert deployer.runs == []
