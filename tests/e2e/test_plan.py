@@ -8,6 +8,7 @@ them finish.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -102,6 +103,13 @@ async def test_plan_shows_the_checklist_as_steps_run_then_the_answer(start, weat
         assert card is not None and card.streaming_mode is False
         footer = card.element("footer")["content"]
         assert "tokens" in footer and " s" in footer and "fake-model" in footer
+        # What the card went through: the checklist with the lookups running, then one
+        # last update with every step done and the answer under it.
+        shown = [op for op in card.timeline if op.op in ("content", "update") and op.code == 0]
+        assert any(op.element_id == "steps" and "⏳ 3." in (op.text or "") for op in shown)
+        last = json.loads(shown[-1].text or "{}")
+        elements = {e["element_id"]: e["content"] for e in last["body"]["elements"]}
+        assert elements["steps"] == done and elements["answer"] == text
         # The checklist rode the card's cadence: fewer card operations than plan events.
         (run,) = await RunStore(bot.services.database).recent()
         ops = [op for op in card.timeline if op.op in ("content", "update", "settings")]

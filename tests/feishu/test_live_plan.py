@@ -210,3 +210,10 @@ def test_a_model_written_task_or_reason_cannot_format_link_or_mention(task, reas
         assert dangerous not in shown.replace(" — ", " ").replace(" · ", " ")
     # Escaping makes a character up to six (&#126;), never more: a line stays bounded.
     assert len(step_line) <= 40 + 6 * (TASK_CHARS + REASON_CHARS)
+
+
+def test_a_long_task_is_cut_on_its_line():
+    plan = PlanView(steps=[PlanLine("a", "word " * 100)])
+    line = plan_markdown(plan, []).splitlines()[1]
+    task = line.removeprefix("⬜ 1. ").removesuffix(" · pending")
+    assert task.endswith("…") and len(task) == TASK_CHARS
