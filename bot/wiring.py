@@ -18,7 +18,15 @@ from dataclasses import dataclass
 
 from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
-from bot.engine import LLM, Hook, ModelRegistry, OpenAICompatibleLLM, Tool, ToolRegistry
+from bot.engine import (
+    LLM,
+    Hook,
+    ModelRegistry,
+    OpenAICompatibleLLM,
+    Tool,
+    ToolRegistry,
+    ToolUse,
+)
 from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
@@ -42,7 +50,7 @@ from bot.runtime.schedule_cards import ScheduleCards
 from bot.runtime.schedule_tools import ScheduledRunGuard, ScheduleTools
 from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
-from bot.runtime.turns import TurnRunner
+from bot.runtime.turns import TurnContext, TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,
@@ -282,7 +290,7 @@ async def _governed_tools(
         *overrides.hooks,
         ScheduledRunGuard(),
         *governance.hooks,
-        CallLogHook(call_log.record, hub.connector_of, clock=base.clock),
+        CallLogHook(call_log.record, hub.connector_of, clock=base.clock, run_of=turn_run_id),
     ]
     return _Tools(
         hub=hub,
@@ -543,6 +551,13 @@ def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transc
         return await client.transcribe(audio, file_name=file_name, model=model)
 
     return client, transcribe
+
+
+def turn_run_id(call: ToolUse) -> str:
+    """The run a tool call belongs to, as the bot records runs: the turn's (each step of a
+    plan runs under an engine run id of its own)."""
+    deps = call.run.deps
+    return deps.run_id if isinstance(deps, TurnContext) else call.run.run_id
 
 
 def default_llm(settings: Settings) -> LLM:

@@ -18,7 +18,7 @@ import pytest
 
 from bot.runtime import texts
 from bot.sandbox.emulator.cardkit import FakeCard
-from bot.store import RunStore
+from bot.store import CallLogStore, RunStore
 
 from e2e.harness import Bot, running_bot, settings_for
 from e2e.test_console import TOKEN, events_stream, live_run, read_events
@@ -116,6 +116,9 @@ async def test_plan_shows_the_checklist_as_steps_run_then_the_answer(start, weat
         plan_events = 4 * 3 + 4  # each step pending, running, done; four phases
         assert len(ops) < plan_events
         assert run.status == "completed" and run.feishu_calls <= 2 + len(ops)
+        # Every step's tool call is in the call log under the turn's run.
+        logged = await CallLogStore(bot.services.database).for_run(run.id)
+        assert [entry.tool for entry in logged] == ["weather"] * 3
     assert sorted(weather.asked) == sorted(CITIES) and weather.most_at_once == 3
     assert model.seen[0] == "plan" and model.seen[-2:] == ["judge", "synthesis"]
     assert model.planned_goals == ["What is the weather in Paris, London and Tokyo?"]
