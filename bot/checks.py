@@ -52,7 +52,7 @@ from lark_oapi.api.docx.v1 import RawContentDocumentRequest
 from lark_oapi.api.im.v1 import ReplyMessageRequest, ReplyMessageRequestBody
 from lark_oapi.api.task.v1 import ListTaskRequest
 
-from bot.config import Settings, SettingsError
+from bot.config import LLMConfig, Settings, SettingsError
 from bot.engine import LLMError, Message, OpenAICompatibleLLM
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import (
@@ -210,6 +210,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
             workspace = any(c.name == WORKSPACE_CONNECTOR for c in hub.connectors)
             results += await _feishu(feishu, settings, workspace_tools=workspace)
             results.append(await _llm(settings))
+            results += await _hint_models(settings)
             for status in await hub.check():
                 detail = f"{status.detail} ({status.tools} tools)" if status.ok else status.detail
                 results.append(CheckResult(f"connector {status.name}", status.ok, detail))
@@ -396,6 +397,31 @@ async def _llm(settings: Settings) -> CheckResult:
     config = settings.llm()
     if not (config.base_url and config.model):
         return CheckResult("llm", False, "LLM_BASE_URL and LLM_MODEL are not set")
+    return await _model_answers("llm", config)
+
+
+async def _hint_models(settings: Settings) -> list[CheckResult]:
+    """The agent mode, and each model configured for a hint ([models] in larkgate.toml)."""
+    name = "agent mode"
+    try:
+        agent = settings.agent()
+        hinted = settings.hint_models()
+    except SettingsError as exc:
+        return [CheckResult(name, False, str(exc))]
+    plan = agent.plan
+    hints = ", ".join(f"{hint} = {endpoint.model}" for hint, endpoint in agent.models.items())
+    summary = (
+        f"LARKGATE_MODE={agent.mode} (/plan forces a plan); plans of up to {plan.max_steps} "
+        f"steps, {plan.max_concurrency} at once; "
+        + (f"models by hint: {hints}" if hints else "every hint uses LLM_MODEL")
+    )
+    results = [CheckResult(name, True, summary)]
+    for hint, config in hinted.items():
+        results.append(await _model_answers(f"llm {hint}", config))
+    return results
+
+
+async def _model_answers(name: str, config: LLMConfig) -> CheckResult:
     llm = OpenAICompatibleLLM(
         base_url=config.base_url,
         api_key=config.api_key,
@@ -406,7 +432,7 @@ async def _llm(settings: Settings) -> CheckResult:
     try:
         response = await llm.chat([Message.user("Reply with the single word: ok")], max_tokens=5)
     except LLMError as exc:
-        return CheckResult("llm", False, str(exc))
+        return CheckResult(name, False, str(exc))
     finally:
         await llm.aclose()
-    return CheckResult("llm", True, f"{config.model} answered {response.content.strip()[:20]!r}")
+    return CheckResult(name, True, f"{config.model} answered {response.content.strip()[:20]!r}")

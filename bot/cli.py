@@ -115,6 +115,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         raise SettingsError(
             "larkgate serve needs these settings (environment or .env): " + ", ".join(missing)
         )
+    settings.agent()  # a wrong [models] or [plan] table stops here, said plainly
     _configure_logging(settings)
     from aiohttp import web
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.agent_config import AgentConfig, AgentConfigError, RunMode, load_agent_config
 from bot.feishu.config import FeishuConfig
 from bot.governance.config import (
     APPROVAL_MODES,
@@ -85,6 +86,9 @@ class Settings(BaseSettings):
     llm_vision_base_url: str = ""  # "" = LLM_BASE_URL
     llm_vision_api_key: SecretStr = SecretStr("")  # "" = LLM_API_KEY
     llm_transcription_model: str = ""  # voice messages, through /audio/transcriptions
+    # How questions are answered: react (one agent in a tool loop), dag (a plan whose
+    # independent steps run in parallel) or auto (chosen per question); /plan forces dag.
+    larkgate_mode: RunMode = "react"
 
     # What the bot downloads and hands the model (images, files people send).
     larkgate_download_max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=100 * 2**20)
@@ -228,6 +232,36 @@ class Settings(BaseSettings):
             model=self.llm_vision_model,
             context_budget=self.llm_context_budget,
         )
+
+    def agent(self, environ: Mapping[str, str] | None = None) -> AgentConfig:
+        """The agent mode, plan mode's knobs and the models by hint ([models], [plan])."""
+
+        def build() -> AgentConfig:
+            try:
+                return load_agent_config(
+                    self.larkgate_mode,
+                    self._file(),
+                    path=self.larkgate_config,
+                    environ=os.environ if environ is None else environ,
+                )
+            except AgentConfigError as exc:
+                raise SettingsError(str(exc)) from None
+
+        return self._once("agent", build)
+
+    def hint_models(self) -> dict[str, LLMConfig]:
+        """The models configured for hints ("fast", "reasoning"), on the main endpoint and
+        key unless their table names others."""
+        main = self.llm()
+        return {
+            hint: LLMConfig(
+                base_url=endpoint.base_url or main.base_url,
+                api_key=endpoint.api_key or main.api_key,
+                model=endpoint.model,
+                context_budget=main.context_budget,
+            )
+            for hint, endpoint in self.agent().models.items()
+        }
 
     def media(self) -> MediaConfig:
         return MediaConfig(

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 
 from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
-from bot.engine import LLM, Hook, OpenAICompatibleLLM, ReActAgent, Tool, ToolRegistry
+from bot.engine import (
+    LLM,
+    Hook,
+    ModelRegistry,
+    OpenAICompatibleLLM,
+    Tool,
+    ToolRegistry,
+    ToolUse,
+)
 from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
@@ -29,6 +37,7 @@ from bot.governance.names import UserNames
 from bot.governance.service import Governance, build_governance
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime import texts
+from bot.runtime.agents import AgentBuilder
 from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
@@ -41,7 +50,7 @@ from bot.runtime.schedule_cards import ScheduleCards
 from bot.runtime.schedule_tools import ScheduledRunGuard, ScheduleTools
 from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
-from bot.runtime.turns import TurnRunner
+from bot.runtime.turns import TurnContext, TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,
@@ -121,6 +130,8 @@ class _Foundation:
     identity: BotIdentity
     model: LLM
     metered: MeteredLLM
+    # The main model (metered) and those configured for hints ("fast", "reasoning").
+    models: ModelRegistry
     # Images as text, for a main model without vision (or that refuses images).
     image_text: ImageText
     # Clients of our own beside the main model (the vision and transcription models).
@@ -201,6 +212,12 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
     vision_config = settings.vision_llm()
     vision_model = None if vision_config is None else _client(vision_config)
     image_text = ImageText(None if vision_model is None else ImageDescriber(vision_model))
+    metered = MeteredLLM(ImageFallbackLLM(model, image_text), metrics)
+    hinted = {hint: _client(config) for hint, config in settings.hint_models().items()}
+    models = ModelRegistry(
+        metered,
+        **{h: MeteredLLM(ImageFallbackLLM(m, image_text), metrics) for h, m in hinted.items()},
+    )
     listener, transcribe = _transcriber(settings)
     identity = BotIdentity(feishu)
     identity.start()
@@ -213,9 +230,13 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         api_usage=api_usage,
         identity=identity,
         model=model,
-        metered=MeteredLLM(ImageFallbackLLM(model, image_text), metrics),
+        metered=metered,
+        models=models,
         image_text=image_text,
-        extra_models=tuple(m for m in (vision_model, listener) if m is not None),
+        extra_models=(
+            *(m for m in (vision_model, listener) if m is not None),
+            *hinted.values(),
+        ),
         transcribe=transcribe,
         owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
         clock=clock,
@@ -269,7 +290,7 @@ async def _governed_tools(
         *overrides.hooks,
         ScheduledRunGuard(),
         *governance.hooks,
-        CallLogHook(call_log.record, hub.connector_of, clock=base.clock),
+        CallLogHook(call_log.record, hub.connector_of, clock=base.clock, run_of=turn_run_id),
     ]
     return _Tools(
         hub=hub,
@@ -412,20 +433,21 @@ def _turn_runner(
     run_events: RunEventHub,
 ) -> TurnRunner:
     governance = tools.governance
-    budget = settings.llm().context_budget
-
-    async def agent_factory() -> ReActAgent:
-        offered = await governance.tools_for_run()
-        return ReActAgent(
-            base.metered,
-            offered,
-            hooks=tools.hooks,
-            context_budget=budget,
-            interrupt_limits=interrupt_limits,
-            cycle_threshold=settings.react_cycle_detection_threshold,
-            completion_check_min_tools=settings.react_completion_check_min_tools,
-        )
-
+    agent = settings.agent()
+    # Every agent of every mode (and each step of a plan) gets the same tools and hooks.
+    agent_factory = AgentBuilder(
+        models=base.models,
+        tools_for_run=governance.tools_for_run,
+        hooks=tools.hooks,
+        mode=agent.mode,
+        plan=agent.plan,
+        options={
+            "context_budget": settings.llm().context_budget,
+            "interrupt_limits": interrupt_limits,
+            "cycle_threshold": settings.react_cycle_detection_threshold,
+            "completion_check_min_tools": settings.react_completion_check_min_tools,
+        },
+    )
     budgets = governance.budgets
 
     async def record_usage(message: InboundMessage, tokens: int) -> str:
@@ -529,6 +551,13 @@ def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transc
         return await client.transcribe(audio, file_name=file_name, model=model)
 
     return client, transcribe
+
+
+def turn_run_id(call: ToolUse) -> str:
+    """The run a tool call belongs to, as the bot records runs: the turn's (each step of a
+    plan runs under an engine run id of its own)."""
+    deps = call.run.deps
+    return deps.run_id if isinstance(deps, TurnContext) else call.run.run_id
 
 
 def default_llm(settings: Settings) -> LLM:

@@ -24,6 +24,9 @@ Sink = Callable[..., Awaitable[None]]
 
 
 class CallLogHook:
+    """``run_of`` names the run a call is recorded under (by default the engine's run id;
+    the bot gives its turn's, which a plan's steps share though each has its own id)."""
+
     def __init__(
         self,
         sink: Sink,
@@ -31,8 +34,10 @@ class CallLogHook:
         *,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        run_of: Callable[[ToolUse], str] | None = None,
     ) -> None:
         self._sink = sink
+        self._run_of = run_of or _engine_run
         self._connector_of = connector_of
         self._clock = clock
         self._monotonic = monotonic
@@ -47,7 +52,7 @@ class CallLogHook:
         duration = (self._monotonic() - started) * 1000 if started is not None else 0.0
         try:
             await self._sink(
-                run_id=call.run.run_id,
+                run_id=self._run_of(call),
                 tool=call.name,
                 connector=self._connector_of(call.name) or "",
                 arguments_digest=arguments_digest(call.arguments),
@@ -59,6 +64,10 @@ class CallLogHook:
         except Exception:  # the audit trail failing must not hide a result from the model
             logger.exception("could not record the call of %s", call.name)
         return HookResult()
+
+
+def _engine_run(call: ToolUse) -> str:
+    return call.run.run_id
 
 
 def arguments_digest(arguments: object) -> str:

@@ -228,3 +228,34 @@ async def test_session_grants_in_shared_group_conversations_are_reported(fakes, 
     off = settings_for(feishu, llm, tmp_path, connectors="[approvals]\nsession_grants = false\n")
     result = (await checks(off))["session grants"]
     assert result.ok and not result.warn and "every call" in result.detail
+
+
+async def test_the_agent_mode_and_each_model_by_hint_are_checked(fakes, tmp_path):
+    feishu, llm = fakes
+    asked: list[str] = []
+
+    def answer(body):
+        asked.append(body["model"])
+        return Reply.error(404, "no such model") if body["model"] == "gone" else Reply("ok")
+
+    llm.handler = answer
+    models = '[models.fast]\nmodel = "small"\n\n[models.reasoning]\nmodel = "gone"\n'
+    settings = settings_for(
+        feishu, llm, tmp_path, connectors=TOOLS_OFF + models, larkgate_mode="auto"
+    )
+    results = await checks(settings)
+    mode = results["agent mode"]
+    assert mode.ok and "LARKGATE_MODE=auto" in mode.detail
+    assert "fast = small" in mode.detail and "reasoning = gone" in mode.detail
+    assert results["llm fast"].ok and "small answered 'ok'" in results["llm fast"].detail
+    assert not results["llm reasoning"].ok and "404" in results["llm reasoning"].detail
+    assert {"fake-model", "small", "gone"} <= set(asked)
+
+
+async def test_a_wrong_models_table_fails_the_agent_check(fakes, tmp_path):
+    feishu, llm = fakes
+    settings = settings_for(feishu, llm, tmp_path, connectors='[models.tiny]\nmodel = "x"\n')
+    result = (await checks(settings))["agent mode"]
+    assert not result.ok and "models.tiny" in result.detail
+    plain = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
+    assert plain["agent mode"].ok and "every hint uses LLM_MODEL" in plain["agent mode"].detail

@@ -30,6 +30,19 @@ def test_invalid_settings_are_reported_not_raised(monkeypatch, capsys):
     assert "LARKGATE_PORT" in capsys.readouterr().err
 
 
+def test_a_wrong_plan_table_stops_serve_with_a_clear_message(monkeypatch, tmp_path, capsys):
+    config = tmp_path / "larkgate.toml"
+    config.write_text("[plan]\nmax_concurrency = 0\n")
+    for name, value in {
+        "FEISHU_APP_ID": "cli_x", "FEISHU_APP_SECRET": "s", "FEISHU_VERIFICATION_TOKEN": "t",
+        "FEISHU_ENCRYPT_KEY": "k", "LLM_BASE_URL": "http://127.0.0.1:9", "LLM_MODEL": "m",
+        "LARKGATE_CONFIG": str(config),
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    assert main(["serve"]) == 2
+    assert "plan.max_concurrency must be between 1 and 32" in capsys.readouterr().err
+
+
 def test_migrate_creates_the_database(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path}/fresh.db")
     assert main(["migrate"]) == 0

@@ -321,3 +321,96 @@ def test_larkgate_toml_is_read_once_and_every_part_sees_the_same_rules(monkeypat
     assert settings.connectors().explicit
     assert settings.policy().group_allowed("oc_a")
     assert settings.feishu() is settings.feishu()
+
+
+# -- the agent: LARKGATE_MODE, [models] and [plan] -----------------------------------------
+
+
+def test_the_agent_mode_is_react_by_default_and_takes_the_three_design_names(monkeypatch):
+    monkeypatch.delenv("LARKGATE_MODE", raising=False)
+    assert load_settings().agent().mode == "react"
+    for mode in ("react", "dag", "auto"):
+        monkeypatch.setenv("LARKGATE_MODE", mode)
+        assert load_settings().agent().mode == mode
+    monkeypatch.setenv("LARKGATE_MODE", "plan")
+    with pytest.raises(SettingsError, match="LARKGATE_MODE"):
+        load_settings()
+
+
+def test_without_larkgate_toml_no_hint_has_a_model_of_its_own_and_plans_have_defaults():
+    from bot.agent_config import PlanKnobs
+
+    settings = load_settings()
+    assert settings.agent().models == {}
+    assert settings.hint_models() == {}
+    assert settings.agent().plan == PlanKnobs()
+
+
+def test_models_by_hint_from_larkgate_toml_default_to_the_main_endpoint(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLM_BASE_URL", "https://main.example.com/v1")
+    monkeypatch.setenv("LLM_API_KEY", "sk-main")
+    monkeypatch.setenv("DEEP_KEY", "sk-deep")
+    _with_config(
+        monkeypatch,
+        tmp_path,
+        '[models.fast]\nmodel = "small"\n\n'
+        '[models.reasoning]\nmodel = "deep"\nbase_url = "https://deep.example.com/v1/"\n'
+        'api_key_env = "DEEP_KEY"\n',
+    )
+    settings = load_settings()
+    fast, reasoning = settings.hint_models()["fast"], settings.hint_models()["reasoning"]
+    assert (fast.model, fast.base_url, fast.api_key) == (
+        "small", "https://main.example.com/v1", "sk-main"
+    )  # fmt: skip
+    assert (reasoning.model, reasoning.base_url, reasoning.api_key) == (
+        "deep", "https://deep.example.com/v1", "sk-deep"
+    )  # fmt: skip
+    assert "sk-deep" not in repr(settings.agent()) and "sk-deep" not in repr(reasoning)
+
+
+def test_plan_knobs_from_larkgate_toml(monkeypatch, tmp_path):
+    _with_config(
+        monkeypatch,
+        tmp_path,
+        "[plan]\nmax_steps = 6\nmax_concurrency = 2\nstep_timeout_seconds = 30\n"
+        "max_replans = 0\nconfidence_threshold = 0.75\n",
+    )
+    plan = load_settings().agent().plan
+    assert (plan.max_steps, plan.max_concurrency, plan.max_replans) == (6, 2, 0)
+    assert plan.step_timeout_seconds == 30.0 and isinstance(plan.step_timeout_seconds, float)
+    assert plan.confidence_threshold == 0.75
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ('[models.cheap]\nmodel = "x"\n', "models.cheap"),
+        ('[models.fast]\nmodel = ""\n', "models.fast.model"),
+        ('[models.fast]\nname = "x"\n', "models.fast.name"),
+        ('[models.fast]\nmodel = "x"\nbase_url = "ftp://x"\n', "models.fast.base_url"),
+        ('[models.fast]\nmodel = "x"\napi_key_env = "NOT_SET_ANYWHERE"\n', "NOT_SET_ANYWHERE"),
+        ('[models.fast]\nmodel = "x"\napi_key_env = 3\n', "models.fast.api_key_env"),
+        ('models = "fast"\n', r"\[models\]"),
+        ('[models]\nfast = "small"\n', r"\[models.fast\]"),
+        ("[plan]\nmax_steps = 0\n", "plan.max_steps"),
+        ("[plan]\nmax_steps = 2.5\n", "plan.max_steps"),
+        ("[plan]\nmax_concurrency = true\n", "plan.max_concurrency"),
+        ("[plan]\nconfidence_threshold = 1.5\n", "plan.confidence_threshold"),
+        ("[plan]\nsteps = 3\n", "plan.steps"),
+        ('plan = "fast"\n', r"\[plan\]"),
+    ],
+)
+def test_a_wrong_models_or_plan_table_is_a_clear_error(monkeypatch, tmp_path, text, names):
+    _with_config(monkeypatch, tmp_path, text)
+    with pytest.raises(SettingsError, match=names) as error:
+        load_settings().agent(environ={})
+    assert "larkgate.toml" in str(error.value)
+
+
+def test_the_example_larkgate_toml_has_a_valid_plan_table(monkeypatch):
+    from bot.agent_config import PlanKnobs
+
+    example = Path(__file__).parent.parent / "larkgate.example.toml"
+    monkeypatch.setenv("LARKGATE_CONFIG", str(example))
+    agent = load_settings().agent(environ={})
+    assert agent.plan == PlanKnobs() and agent.models == {}

@@ -59,7 +59,7 @@ from .live_card import (
     Typewriter,
     display_answer,
     final_card,
-    steps_markdown,
+    progress_markdown,
     streaming_card,
     summary_of,
 )
@@ -242,7 +242,7 @@ class LiveReply:
                 self.mode = "single"
                 await (self._send_text() if self._text_only else self._send_plain())
             return
-        if final and not self._cards and not self.view.steps:
+        if final and not self._cards and not self.view.has_progress:
             # The whole answer arrived before anything was shown: one reply with a
             # finished card costs one API call instead of create, send and update.
             self.mode = "single"
@@ -268,9 +268,9 @@ class LiveReply:
     def _current_card(self) -> _Card | None:
         if self._cards:
             return self._cards[-1]
-        if not self.view.steps and not self.view.answer and not self._finishing:
+        if not self.view.has_progress and not self.view.answer and not self._finishing:
             return None
-        card = _Card(0, 0, with_steps=bool(self.view.steps))
+        card = _Card(0, 0, with_steps=self.view.has_progress)
         self._cards.append(card)
         return card
 
@@ -282,7 +282,7 @@ class LiveReply:
         if final:
             await self._close_card(card, part, footer=self.view.footer)
             return
-        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        steps = progress_markdown(self.view) if card.with_steps else None
         if steps is not None and steps != card.shown_steps:
             if not await self._op(card, self._put(card, "steps", steps)):
                 return  # skip the rest of this frame; the next one carries it
@@ -333,7 +333,7 @@ class LiveReply:
     async def _open(self, card: _Card, part: str, *, final: bool) -> bool:
         """Create the card entity with what there is to show, and send it. True when sent."""
         if not card.card_id:
-            steps = steps_markdown(self.view.steps) if card.with_steps else None
+            steps = progress_markdown(self.view) if card.with_steps else None
             shown = display_answer(part, final=final) if part else WORKING
             summary = "(continued)" if card.index else summary_of(part or self.view.notice)
             self._answer_rate()  # starts measuring with the first text
@@ -395,7 +395,7 @@ class LiveReply:
             return await self._patch(card, part, final=True, footer=footer)
         if not card.message_id and not await self._open(card, part, final=True):
             return False
-        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        steps = progress_markdown(self.view) if card.with_steps else None
         text = self.view.notice if not self.view.answer and self.view.notice else part
         body = final_card(
             steps=steps,
@@ -491,7 +491,7 @@ class LiveReply:
         self, card: _Card, part: str, *, final: bool, footer: str | None = None
     ) -> bool:
         footer = self.view.footer if footer is None and final else (footer or "")
-        steps = steps_markdown(self.view.steps) if card.with_steps else None
+        steps = progress_markdown(self.view) if card.with_steps else None
         text = part or (self.view.notice if final else "")
         body = final_card(
             steps=steps,

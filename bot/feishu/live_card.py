@@ -1,8 +1,9 @@
 """The live answer card: what it shows, as pure functions of a small view model.
 
 The card has up to three markdown elements: ``steps`` (one line per tool call, with
-its state and a short preview), ``answer`` (the answer as it streams) and, at the
-end, ``footer`` (iterations, tokens, time, model). While streaming, partial markdown
+its state and a short preview; in plan mode the plan's checklist, see ``live_plan``),
+``answer`` (the answer as it streams) and, at the end, ``footer`` (iterations, tokens,
+time, model). While streaming, partial markdown
 is made presentable (an open code block is closed for display, tables past the
 per-card limit become preformatted text); the stored text stays exact.
 """
@@ -13,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .live_plan import PlanView, plan_markdown
 from .render import TABLES_PER_CARD, limit_tables
 
 StepState = Literal["running", "waiting", "ok", "error", "blocked", "cancelled"]
@@ -38,6 +40,8 @@ _LABELS: dict[str, str] = {
     "cancelled": "cancelled",
 }
 _FENCE_LINE = re.compile(r"^\s*(```+|~~~+)", re.MULTILINE)
+_AT_TAG = re.compile(r"<(?=/?at\b)", re.IGNORECASE)
+WITHOUT_PLAN = "_No usable plan came: answering directly._"
 
 
 @dataclass(slots=True)
@@ -47,6 +51,7 @@ class StepLine:
     arguments: str
     state: StepState = "running"
     result: str = ""
+    plan_step: str | None = None  # in plan mode: the step whose agent made the call
 
 
 @dataclass(slots=True)
@@ -57,6 +62,12 @@ class LiveView:
     answer: str = ""
     footer: str = ""
     notice: str = ""  # e.g. "Stopped." shown instead of an answer
+    plan: PlanView | None = None  # plan mode: the plan, shown as a checklist
+
+    @property
+    def has_progress(self) -> bool:
+        """Whether there is work to show above the answer (tool calls or a plan)."""
+        return bool(self.steps) or self.plan is not None
 
     def step(self, call_id: str) -> StepLine | None:
         for line in reversed(self.steps):
@@ -68,6 +79,16 @@ class LiveView:
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def progress_markdown(view: LiveView) -> str:
+    """The ``steps`` element: the plan's checklist in plan mode, else the tool calls."""
+    plan = view.plan
+    if plan is None:
+        return steps_markdown(view.steps)
+    if plan.without_plan:
+        return "\n".join(filter(None, (WITHOUT_PLAN, steps_markdown(view.steps))))
+    return plan_markdown(plan, view.steps)
 
 
 def steps_markdown(steps: list[StepLine]) -> str:
@@ -177,5 +198,6 @@ def _markdown(element_id: str, content: str, *, size: str | None = None) -> dict
 
 
 def _escape(text: str) -> str:
-    # Previews are data, not markdown: keep them from opening code spans or links.
-    return text.replace("`", "ʼ").replace("[", "［").replace("]", "］")
+    # Previews are data, not markdown: keep them from opening code spans or links, or
+    # mentioning anyone (an argument may carry "<at id=all></at>").
+    return _AT_TAG.sub("<\u200b", text.replace("`", "ʼ").replace("[", "［").replace("]", "］"))

@@ -2,6 +2,9 @@
 
 The engine emits ``step`` / ``answer`` / ``done`` events; ``LiveAnswer`` turns them
 into the card's view (a line per tool call, the answer text) and nudges the writer.
+In plan mode, ``phase`` and ``plan_step`` events build the plan's checklist, and each
+tool call is filed under its plan step. Every event only changes the view: the writer
+sends the latest view at its own cadence, however many events came in between.
 Hooks that make a tool wait (approvals) call ``waiting(call_id)`` so the card says so.
 """
 
@@ -10,9 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from bot.engine import AnswerEvent, RunEvent, StepEvent
+from bot.engine import AnswerEvent, PhaseEvent, PlanStepEvent, RunEvent, StepEvent
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.live_card import StepLine, StepState, preview
+from bot.feishu.live_plan import PlanLine, PlanView
 
 _STATES: dict[str, StepState] = {
     "ok": "ok",
@@ -32,14 +36,18 @@ class LiveAnswer:
     def started(self) -> bool:
         """Whether anything was shown yet (the card exists or is being created)."""
         view = self.reply.view
-        return bool(view.steps or view.answer)
+        return bool(view.has_progress or view.answer)
 
     def on_event(self, event: RunEvent) -> None:
         view = self.reply.view
         if isinstance(event, StepEvent):
             if event.phase == "started":
                 arguments = json.dumps(dict(event.arguments), ensure_ascii=False, default=str)
-                view.steps.append(StepLine(event.call_id, event.tool, preview(arguments)))
+                view.steps.append(
+                    StepLine(
+                        event.call_id, event.tool, preview(arguments), plan_step=event.plan_step
+                    )
+                )
             else:
                 line = view.step(event.call_id)
                 if line is None:
@@ -49,6 +57,38 @@ class LiveAnswer:
             self.reply.touch()
         elif isinstance(event, AnswerEvent):
             self.add_answer(event.delta)
+        elif isinstance(event, PhaseEvent):
+            self._phase(event)
+        elif isinstance(event, PlanStepEvent):
+            self._plan_step(event)
+
+    def _phase(self, event: PhaseEvent) -> None:
+        view = self.reply.view
+        if view.plan is None:
+            if event.phase != "planning":
+                return  # a plan's closing events after it was given up: nothing to show
+            view.plan = PlanView()
+        plan = view.plan
+        if event.phase == "executing" and not plan.steps and event.round == 0:
+            plan.without_plan = True  # no usable plan: the tool calls that follow are ReAct's
+        plan.phase, plan.detail = event.phase, event.detail or ""
+        self.reply.touch()
+
+    def _plan_step(self, event: PlanStepEvent) -> None:
+        view = self.reply.view
+        plan = view.plan = view.plan or PlanView()
+        if event.round > plan.round:
+            plan.next_round(event.round)
+        elif event.round < plan.round:
+            return  # a late event of a plan already replaced
+        line = plan.line(event.step_id)
+        if line is None:
+            line = PlanLine(event.step_id, event.task)
+            plan.steps.append(line)
+        line.state = event.state
+        line.reason = event.reason or ""
+        line.duration = event.duration
+        self.reply.touch()
 
     def add_answer(self, delta: str) -> None:
         if not delta:
@@ -64,6 +104,8 @@ class LiveAnswer:
         for line in self.reply.view.steps:
             if line.state in ("running", "waiting"):
                 line.state = "cancelled"
+        if self.reply.view.plan is not None:
+            self.reply.view.plan.settle_stopped()
         self.reply.view.notice = notice
 
     def waiting(self, call_id: str) -> None:

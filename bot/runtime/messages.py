@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
+from bot.agent_config import RunMode
 from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
@@ -29,7 +31,9 @@ from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin", "/schedules")
+COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin", "/schedules", "/plan")
+# Commands that are questions: they run as a turn (in a mode of their own), not at once.
+PLAN_COMMAND = "/plan"
 # The reply to a message its conversation had no room for: a run in progress has taken
 # in all it may, and as many messages as may wait for later turns are waiting.
 CONVERSATION_FULL = (
@@ -106,7 +110,14 @@ class MessageHandler:
             self._policy.group_scope(parsed.chat_id),
         )
         command = parse_command(parsed.text)
-        if command is not None:
+        mode: RunMode | None = None
+        if command == PLAN_COMMAND:
+            parsed = replace(parsed, text=plan_question(parsed.text))
+            if not parsed.text:  # a plan needs a goal, even with a file attached
+                await self._notice(parsed, texts.PLAN_USAGE)
+                return
+            mode = "dag"
+        elif command is not None:
             await self._command(command, parsed, key)
             return
         if self._admit is not None and parsed.text.strip():
@@ -122,7 +133,7 @@ class MessageHandler:
         if not parsed.text.strip() and not has_media(parsed) and not earlier:
             await self._notice(parsed, texts.HELP)  # only a mention
             return
-        run = self._turns.runner_for(parsed, key, earlier=earlier)
+        run = self._turns.runner_for(parsed, key, earlier=earlier, mode=mode)
         job = Job(key, parsed.message_id, parsed.text, run=run)
         outcome = self._workers.submit(job)
         logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
@@ -208,6 +219,11 @@ class MessageHandler:
             message_id, owner=self._owner, reply_message_id=reply_message_id
         )
         self._in_flight.done(message_id)
+
+
+def plan_question(text: str) -> str:
+    """The question of a ``/plan <question>`` message (its lines kept: a list is a plan)."""
+    return text.strip()[len(PLAN_COMMAND) :].strip()
 
 
 def parse_command(text: str) -> str | None:

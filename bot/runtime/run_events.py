@@ -1,10 +1,11 @@
 """The run event hub: every turn's events, numbered, kept for a while, fanned out live.
 
 A turn publishes what its run does (DESIGN §3): the engine's ``step`` and ``compact``
-events, the ``answer`` deltas of the streamed answer, and one final ``done`` (iterations,
-token usage, elapsed seconds, status), published by the turn once the answer is out and
-the run is recorded (the engine's own done event comes before synthesis and is not
-passed on). Each event gets the next id of its run, from 1.
+events (in plan mode also ``phase`` and ``plan_step``, and each ``step`` carries its plan
+step's id in ``plan_step``), the ``answer`` deltas of the streamed answer, and one final
+``done`` (iterations, token usage, elapsed seconds, status), published by the turn once
+the answer is out and the run is recorded (the engine's own done event comes before
+synthesis and is not passed on). Each event gets the next id of its run, from 1.
 
 The hub keeps the channels of the last ``max_runs`` runs in memory (runs in progress are
 never dropped), each with at most ``max_events`` events: a late subscriber gets a replay
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.engine import CompactEvent, RunEvent, StepEvent
+from bot.engine import CompactEvent, PhaseEvent, PlanStepEvent, RunEvent, StepEvent
 
 # Enough for the console's recent-runs list and a late look at any of them.
 MAX_RUNS = 200
@@ -143,10 +144,11 @@ class RunPublisher:
         self._clock = clock
 
     def on_event(self, event: RunEvent) -> None:
-        """The engine's ``on_event``: steps and compactions. Its own ``done`` is not the end
-        of the turn (``done`` below is), and answer text comes through ``answer`` from the
-        live card, which sees every delta the user sees."""
-        if isinstance(event, StepEvent | CompactEvent):
+        """The engine's ``on_event``: steps, compactions and, in plan mode, phases and plan
+        steps. Its own ``done`` is not the end of the turn (``done`` below is), and answer
+        text comes through ``answer`` from the live card, which sees every delta the user
+        sees."""
+        if isinstance(event, StepEvent | CompactEvent | PhaseEvent | PlanStepEvent):
             self.channel.publish(event.type, event.to_dict())
 
     def answer(self, delta: str) -> None:

@@ -124,7 +124,8 @@ class ScheduleTools:
                 expression=schedule.expression,
                 timezone=schedule.timezone,
                 next_run_at=first.timestamp(),
-                created_in_run=getattr(current_run(), "run_id", ""),
+                # The turn's run (a plan's step runs under an engine run id of its own).
+                created_in_run=_text(context, "run_id") or getattr(current_run(), "run_id", ""),
                 max_per_creator=self._config.max_per_creator,
             )
         except TooManyTasks as exc:

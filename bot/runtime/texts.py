@@ -7,6 +7,8 @@ HELP = """\
 
 - In a group, mention me; in a direct message, just write.
 - A message sent while I am working is added to the current task.
+- `/plan <question>` answers with a plan: I split the question into steps, run the
+  independent ones at the same time and show them as a checklist while they run.
 - `/stop` stops the reply in progress.
 - `/reset` starts a new conversation (I forget the earlier messages).
 - Send me images and files (PDF, Word, Excel, PowerPoint, text, code) and ask about them.
@@ -17,6 +19,12 @@ HELP = """\
   organisation; `/admin` shows the admin card.
 - Before a tool that changes something runs, I post an approval card: it runs only after
   someone allowed to approve presses **Approve**."""
+
+PLAN_USAGE = (
+    "Write the question after `/plan`, for example: `/plan compare the weather in Paris, "
+    "London and Tokyo`. I split it into steps, run the independent ones at the same time "
+    "and show them as a checklist while they run."
+)
 
 STOPPED = "Stopped the reply in progress."
 STOPPED_CARD = "_Stopped._"

@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from bot.agent_config import RunMode
 from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, ReActAgent, RunEvent, Usage
+from bot.engine import AgentResult, RunEvent, Usage
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
@@ -33,6 +34,7 @@ from bot.store import (
 )
 
 from . import texts
+from .agents import Agent
 from .intake import InFlight
 from .live import LiveAnswer
 from .media import MediaReader
@@ -41,8 +43,9 @@ from .run_events import RunEventHub, RunPublisher
 
 logger = logging.getLogger(__name__)
 
-# Makes the agent for a new run (async: what it may use depends on the org's mode).
-AgentFactory = Callable[[], Awaitable[ReActAgent]]
+# Makes the agent for a new run (async: what it may use depends on the org's mode), in
+# the mode given (``/plan`` forces one) or, with None, the configured one.
+AgentFactory = Callable[[RunMode | None], Awaitable[Agent]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 # Counts a run's tokens against the asker's budgets; returns a usage line for the footer.
@@ -128,12 +131,14 @@ class TurnRunner:
         earlier: Sequence[tuple[str, Attachment]] = (),
         scheduled_task: str = "",
         on_status: Callable[[str | None], None] | None = None,
+        mode: RunMode | None = None,
     ) -> Callable[[Turn], Awaitable[None]]:
         """The job's run. ``earlier``: files the sender posted for this question before it
         (message id, attachment); ``scheduled_task``: the task this run fires for (its
         hooks and tools can tell); ``on_status`` hears how it ended (None: stopped before
-        it started; "failed" when it raised or was cancelled)."""
-        extras = _Extras(tuple(earlier), scheduled_task)
+        it started; "failed" when it raised or was cancelled); ``mode``: the agent mode
+        this question must run in (``/plan``), else the configured one."""
+        extras = _Extras(tuple(earlier), scheduled_task, mode)
 
         async def run(turn: Turn) -> None:
             began = time.monotonic()
@@ -181,7 +186,12 @@ class TurnRunner:
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
         question = await build_question(message, early, loaded, self._media, earlier=extras.earlier)
-        agent = await self._agent_factory()
+        agent = await self._agent_factory(extras.mode)
+        if turn.stopped_before_start:
+            # A /stop while the question was read (downloads) or the agent made: the run
+            # has not bound the queue yet, so the stop was left here for it.
+            await self._complete(turn)
+            return None
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
         events = self._events.open(
             run_id,
@@ -243,7 +253,7 @@ class TurnRunner:
     async def _answer(
         self,
         message: InboundMessage,
-        agent: ReActAgent,
+        agent: Agent,
         question: Question,
         result: AgentResult,
         live: LiveAnswer,
@@ -339,6 +349,7 @@ class _Extras:
 
     earlier: tuple[tuple[str, Attachment], ...] = ()
     scheduled_task: str = ""
+    mode: RunMode | None = None  # forced by /plan; None: the configured mode
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,3 +135,51 @@ async def test_console_sign_in_watch_approve_and_read_only(bot, browser_page, sh
     await page.get_by_text("No scheduled tasks.").wait_for()
     await page.locator("#audit tr", has_text="schedule.cancelled").wait_for()
     assert (await bot.services.schedules.get(task.id)).state == "cancelled"
+
+
+async def test_console_shows_a_plan_as_a_checklist_with_each_steps_calls(
+    tmp_path, browser_page, shoot
+):
+    from support.plan_model import PlanModel, StepScript, Weather, plan_of
+
+    cities = ("Paris", "London", "Tokyo")
+    weather = Weather(held=True)
+    model = PlanModel(
+        plans=[
+            plan_of(
+                *((f"s{i}", f"Weather in {c}", ()) for i, c in enumerate(cities, 1)),
+                ("s4", "Compare the three", ("s1", "s2", "s3")),
+            )
+        ],
+        steps={f"Weather in {c}": StepScript.calling(("weather", {"city": c})) for c in cities},
+    )
+    async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as feishu, FakeOpenAIServer() as llm_server:
+        llm_server.handler = model
+        settings = settings_for(tmp_path, feishu, llm_server, larkgate_console_token=TOKEN)
+        async with running_bot(settings, feishu, llm_server, tools=[weather.tool()]) as bot:
+            await bot.say("om_1", "/plan What is the weather in Paris, London and Tokyo?")
+            await wait_until(lambda: weather.running == 3, 15.0, every=0.02)
+            page = browser_page
+            await page.goto(bot.url + "/console")
+            await page.fill("#token", TOKEN)
+            await page.click("#signin-form button[type=submit]")
+            await page.locator("tr.run", has_text="● running").click()
+            steps = page.locator("#plan li.plan-step")
+            await page.locator("#plan li.plan-step.state-pending").wait_for()
+            assert await steps.count() == 4
+            assert await page.locator("#plan li.state-running").count() == 3
+            assert await page.locator("#plan .phase").inner_text() == "Running the plan"
+            paris = page.locator('#plan li[data-step="s1"]')
+            assert "Weather in Paris" in await paris.locator(".task").inner_text()
+            # Each tool call sits under its step.
+            await paris.locator("details.step summary", has_text="weather").wait_for()
+            combine = page.locator('#plan li[data-step="s4"]')
+            assert "(after s1, s2, s3)" in await combine.locator(".deps").inner_text()
+            await shoot(page, "console-plan-running")
+            weather.release.set()
+            await page.locator("#done:not(:empty)").wait_for()
+            assert await page.locator("#plan li.state-completed").count() == 4
+            assert await page.locator("#plan .phase").inner_text() == "Plan finished"
+            assert "Paris: sunny" in await page.locator("#answer").inner_text()
+            assert await page.locator("#steps details").count() == 0  # none outside a step
+            await shoot(page, "console-plan-done")

@@ -166,3 +166,19 @@ async def test_long_answers_arrive_as_continuation_cards(tmp_path, feishu, llm_s
             assert f"Paragraph {i}." in shown
         uuids = {m.uuid for m in bot.replies_to("om_long")}
         assert len(uuids) == len(bot.replies_to("om_long"))
+
+
+async def test_stop_while_the_question_is_still_being_read_stops_it(bot):
+    from e2e.test_media import png, push
+
+    bot.feishu.slow("GET", r"/resources/", 1.5)
+    message = bot.feishu.add_image_message("om_img", chat_id="oc_dm", data=png())
+    await push(bot, message)
+    # The turn has started and waits for its image: no agent holds the queue yet.
+    await bot.wait_for(lambda: bot.feishu.count("GET", r"/resources/") >= 1)
+    await bot.say("om_stop", "/stop")
+    assert await bot.reply("om_stop") == texts.STOPPED
+    await bot.settle()
+    assert bot.replies_to("om_img") == []
+    assert bot.llm_server.requests == []
+    assert (await bot.services.ledger.get("om_img")).state == "done"

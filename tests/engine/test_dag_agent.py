@@ -372,3 +372,60 @@ async def test_auto_mode_asks_the_fast_model_when_the_rule_cannot_tell():
     assert result.usage == Usage(20, 10, 30) + Usage(10, 5, 15)
     done = events[-1]
     assert isinstance(done, DoneEvent) and done.usage == result.usage
+
+
+async def test_stop_while_auto_mode_is_choosing_ends_the_run_cancelled():
+    question = (
+        "I am preparing the quarterly review for the board and would like to know how "
+        "revenue developed compared to our forecast, given everything that happened."
+    )
+    choosing = asyncio.Event()
+    never = asyncio.Event()
+    script = DagScript(plans=[three_steps()], mode="dag")
+    llm = script.llm()
+
+    async def slow_choice(*args: object, **kwargs: object) -> object:
+        choosing.set()
+        await never.wait()
+        raise AssertionError("not reached")
+
+    llm.chat = slow_choice  # type: ignore[method-assign]
+    queue = InterruptQueue()
+    events: list[RunEvent] = []
+    agent = DAGAgent(llm, [make_tool("lookup")], mode="auto")
+    run = asyncio.create_task(agent.run(question, interrupt_queue=queue, on_event=events.append))
+    await until(choosing.is_set)
+    # The choice is a model call: a /stop now must reach the run, not fall between the
+    # choice and the run that would follow it.
+    assert queue.stop("stopped by /stop")
+    result = await asyncio.wait_for(run, GUARD)
+    assert (result.status, result.error) == ("cancelled", "stopped by /stop")
+    assert result.steps == [] and result.plan is None and result.iterations == 0
+    assert result.messages[-1].kind == "query" and result.messages[-1].content == question
+    assert "plan" not in script.seen and not queue.running
+    assert [type(e) for e in events] == [DoneEvent]
+    assert isinstance(events[0], DoneEvent) and events[0].status == "cancelled"
+
+
+async def test_cancelling_auto_mode_from_outside_while_choosing_propagates():
+    question = (
+        "I am preparing the quarterly review for the board and would like to know how "
+        "revenue developed compared to our forecast, given everything that happened."
+    )
+    choosing = asyncio.Event()
+    never = asyncio.Event()
+    llm = DagScript(mode="dag").llm()
+
+    async def slow_choice(*args: object, **kwargs: object) -> object:
+        choosing.set()
+        await never.wait()
+        raise AssertionError("not reached")
+
+    llm.chat = slow_choice  # type: ignore[method-assign]
+    queue = InterruptQueue()
+    run = asyncio.create_task(DAGAgent(llm, mode="auto").run(question, interrupt_queue=queue))
+    await until(choosing.is_set)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not queue.running

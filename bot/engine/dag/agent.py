@@ -22,6 +22,7 @@ from ..events import DoneEvent, EventCallback, EventSink, PhaseEvent, RunEvent
 from ..hooks import Hook
 from ..interrupts import InterruptLimits, InterruptQueue, cap_text
 from ..llm import LLM
+from ..loop import fallback_summary
 from ..messages import ImagePart, Message, MessageLike, Usage, as_messages
 from ..model_registry import ModelRegistry
 from ..result import AgentResult, RunStatus
@@ -29,7 +30,7 @@ from ..tools import Tool, ToolRegistry
 from .analyzer import PlanAnalyzer
 from .events_relay import relay
 from .executor import DAGExecutor
-from .mode import ModeSelector
+from .mode import ModeChoice, ModeSelector
 from .outcome import RunFacts, plan_result
 from .plan import PlanError
 from .planner import DAGPlanner
@@ -124,11 +125,13 @@ class DAGAgent:
         )
         extra = Usage()
         if self.selector is not None:
-            choice = await self.selector.choose(request.query)
-            logger.info("run %s: %s mode (%s)", request.run_id, choice.mode, choice.reason)
-            if choice.mode == "react":
-                return await self._react(request, choice.usage, ())
-            extra = choice.usage
+            chosen = await self._choose(request)
+            if isinstance(chosen, AgentResult):
+                return chosen  # stopped while the mode was being chosen
+            logger.info("run %s: %s mode (%s)", request.run_id, chosen.mode, chosen.reason)
+            if chosen.mode == "react":
+                return await self._react(request, chosen.usage, ())
+            extra = chosen.usage
         return await self._plan(request, extra)
 
     async def stream_answer(
@@ -181,6 +184,51 @@ class DAGAgent:
                 queue.unbind(task)
         result = plan_result(run, self._facts(request, status, error, started))
         sink.emit(PhaseEvent("done", len(run.rounds) - 1 if run.rounds else 0, result.status))
+        sink.emit(_done(result))
+        await sink.aclose()
+        return result
+
+    async def _choose(self, request: _Request) -> ModeChoice | AgentResult:
+        """Auto mode's choice, with the run's queue bound meanwhile: the choice may be a
+        model call, and a ``/stop`` during it must end the run, not be lost between it
+        and the run that follows (each binds the queue only when it starts)."""
+        assert self.selector is not None
+        queue, task = request.interrupts, asyncio.current_task()
+        if queue is None or task is None:
+            return await self.selector.choose(request.query)
+        started = time.perf_counter()
+        queue.bind(task, self.interrupt_limits)
+        try:
+            return await self.selector.choose(request.query)
+        except asyncio.CancelledError:
+            reason = queue.stop_reason
+            if reason is None or task.uncancel() > 0:
+                raise
+        finally:
+            queue.unbind(task)
+        return await self._stopped_before_work(request, reason, started)
+
+    async def _stopped_before_work(
+        self, request: _Request, reason: str, started: float
+    ) -> AgentResult:
+        result = AgentResult(
+            answer=fallback_summary([], "cancelled", reason),
+            messages=[
+                *request.history,
+                Message.user(request.query, pinned=True, kind="query", images=request.images),
+            ],
+            iterations=0,
+            steps=[],
+            usage=Usage(),
+            elapsed=time.perf_counter() - started,
+            status="cancelled",
+            error=reason,
+            mode=self.react.mode,
+            tools=tuple(self.tools.names()),
+            run_id=request.run_id,
+            model=getattr(self.llm, "model", None),
+        )
+        sink = EventSink(request.on_event)
         sink.emit(_done(result))
         await sink.aclose()
         return result

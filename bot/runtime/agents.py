@@ -1,0 +1,99 @@
+"""The agent of each run: ReAct or plan mode, with the same tools, hooks and models.
+
+``LARKGATE_MODE`` decides (``react``, ``dag``, ``auto``); ``/plan <question>`` forces
+``dag`` for one question. Whatever the mode, the agent gets the tools the org's mode
+allows for this run, every hook (read-only guard, approvals, audit, call log) and the
+``ModelRegistry``: a plan step marked ``fast`` or ``reasoning`` runs on that model when
+one is configured, else on the main one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from bot.agent_config import PlanKnobs, RunMode
+from bot.engine import (
+    LLM,
+    AgentResult,
+    DAGAgent,
+    DAGSettings,
+    Hook,
+    ImagePart,
+    InterruptQueue,
+    ModelRegistry,
+    ReActAgent,
+    ReActOptions,
+    ToolRegistry,
+)
+from bot.engine.events import EventCallback
+from bot.engine.messages import MessageLike
+
+
+class Agent(Protocol):
+    """What a turn needs of an agent: ``ReActAgent`` and ``DAGAgent`` both are one."""
+
+    @property
+    def llm(self) -> LLM: ...
+
+    async def run(
+        self,
+        query: str,
+        *,
+        history: Sequence[MessageLike] | None = None,
+        images: Sequence[ImagePart] = (),
+        interrupt_queue: InterruptQueue | None = None,
+        on_event: EventCallback | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+    ) -> AgentResult: ...
+
+    def stream_answer(
+        self,
+        query: str,
+        result: AgentResult,
+        *,
+        on_event: EventCallback | None = None,
+        fallback: bool = True,
+    ) -> AsyncIterator[str]: ...
+
+
+def plan_settings(knobs: PlanKnobs) -> DAGSettings:
+    return DAGSettings(
+        max_steps=knobs.max_steps,
+        max_concurrency=knobs.max_concurrency,
+        step_timeout=knobs.step_timeout_seconds,
+        max_replans=knobs.max_replans,
+        confidence_threshold=knobs.confidence_threshold,
+    )
+
+
+class AgentBuilder:
+    """Builds the agent of a run; ``await builder(forced)`` with ``forced`` a mode that
+    wins over the configured one (``/plan``), or None."""
+
+    def __init__(
+        self,
+        *,
+        models: ModelRegistry,
+        tools_for_run: Callable[[], Awaitable[ToolRegistry]],
+        hooks: Sequence[Hook],
+        mode: RunMode = "react",
+        plan: PlanKnobs | None = None,
+        options: ReActOptions | None = None,
+    ) -> None:
+        self.models = models
+        self.mode = mode
+        self._tools_for_run = tools_for_run
+        self._hooks = tuple(hooks)
+        self._plan = plan_settings(plan or PlanKnobs())
+        self._options: ReActOptions = options or {}
+
+    async def __call__(self, forced: RunMode | None = None) -> Agent:
+        tools = await self._tools_for_run()
+        mode = forced or self.mode
+        if mode == "react":
+            return ReActAgent(self.models.default, tools, hooks=self._hooks, **self._options)
+        return DAGAgent(
+            self.models, tools, hooks=self._hooks, mode=mode, settings=self._plan, **self._options
+        )
