@@ -187,7 +187,7 @@ async def test_a_call_too_long_for_any_card_is_never_approved_blind(
         assert refused["toast"]["type"] == "error" and "cannot be" in refused["toast"]["content"]
         await bot.click(value_for(card, "deny"), by=ADMIN, card_message_id=card.message_id)
         await bot.reply("om_7", within=LONG_CALL_SECONDS)
-        await bot.settle()
+        await bot.settle(within=LONG_CALL_SECONDS)
     assert deployer.runs == []
 
 
@@ -213,7 +213,7 @@ async def test_with_the_console_a_long_call_links_it_and_can_be_approved(
         )
         assert answer["toast"]["type"] == "success"
         await bot.reply("om_8", within=LONG_CALL_SECONDS)
-        await bot.settle()
+        await bot.settle(within=LONG_CALL_SECONDS)
     assert deployer.runs == [service]
 
 
