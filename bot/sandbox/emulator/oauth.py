@@ -20,6 +20,8 @@ ones larksuite/openclaw-lark names (research/feishu-bots.md). The authorisation-
 below are Feishu's v2 token docs as we remember them, not verified against a captured
 answer: bot.feishu.errors does not map them, so the client raises a plain FeishuError.
 
+The device authorization grant (no redirect; module ``device``) shares the token endpoint.
+
 Test controls: ``consent_as``, ``expire_user_tokens(open_id)`` (access tokens lapse),
 ``expire_refresh_tokens(open_id)``, ``revoke_user_grant(open_id)`` (both die), ``user_grants``.
 """
@@ -37,6 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from .core import EmulatorCore
+from .device import DEVICE_GRANT, DeviceApi, DeviceRefused, device_error
 from .wire import FakeError, parse_json
 
 AUTHORIZE_PATH = "/open-apis/authen/v1/authorize"
@@ -77,8 +80,9 @@ class FakeUserGrant:
     revoked: bool = False
 
 
-class OAuthApi(EmulatorCore):
+class OAuthApi(DeviceApi, EmulatorCore):
     def _init_oauth(self) -> None:
+        self._init_device()
         self.consenting_user = "ou_fake_alice"
         self.code_ttl = 300.0
         self.user_token_ttl = 7200.0
@@ -97,6 +101,7 @@ class OAuthApi(EmulatorCore):
             ("GET", AUTHORIZE_PATH, self._authorize),
             ("POST", USER_TOKEN_PATH, self._user_token),
             ("GET", USER_INFO_PATH, self._user_info),
+            *self._device_routes(),
         ]
 
     # -- test controls ----------------------------------------------------------------
@@ -156,10 +161,15 @@ class OAuthApi(EmulatorCore):
                 grant = self._redeem_code(body)
             elif body.get("grant_type") == "refresh_token":
                 grant = self._rotate(str(body.get("refresh_token") or ""))
+            elif body.get("grant_type") == DEVICE_GRANT:
+                open_id, scope = self._redeem_device(body)
+                grant = FakeUserGrant(open_id, scope, 0.0, 0.0)
             else:
                 return _oauth_error(20001, "unsupported_grant_type", "unknown grant_type")
         except _Refused as refused:
             return _oauth_error(refused.code, refused.error, refused.description)
+        except DeviceRefused as refused:
+            return device_error(refused)
         return self._issue(grant)
 
     def _redeem_code(self, body: dict[str, Any]) -> FakeUserGrant:
