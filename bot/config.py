@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # seal the stored user tokens, comma-separated to rotate (the first seals, any opens).
     larkgate_token_key: SecretStr = SecretStr("")
     # How long an authorisation card waits for its person before the call gives up.
-    larkgate_authorization_ttl_seconds: int = Field(default=600, ge=30, le=3600)
+    larkgate_authorization_ttl_seconds: int = Field(default=600, ge=1, le=3600)
     larkgate_config: Path | None = None
     larkgate_max_event_age_seconds: int = Field(default=900, ge=1)
     # Webhook mode without FEISHU_ENCRYPT_KEY means unsigned pushes: refused at start-up

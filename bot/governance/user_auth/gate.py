@@ -83,6 +83,10 @@ class UserAuthorizationGate:
         finally:
             if live is not None:
                 live.resumed(call.call_id)
+        # The wait took minutes: someone else's message may have joined the run meanwhile.
+        _, refusal = asker_of(call.run.deps)
+        if refusal:
+            return HookResult(False, refusal)
         return await self._result(record)
 
     async def _result(self, record: AuthorizationRecord) -> HookResult:
@@ -90,15 +94,19 @@ class UserAuthorizationGate:
             return HookResult()
         who = await self._name_of(record.open_id)
         if record.state == EXPIRED:
-            minutes = max(1, round(self._ttl / 60))
             return HookResult(
                 False,
-                f"{who} did not authorise acting as them within {minutes} minutes, so nothing "
-                "was done as them. They can send /login, or ask again",
+                f"{who} did not authorise acting as them within {_span(self._ttl)}, so "
+                "nothing was done as them. They can send /login, or ask again",
             )
         if record.state == REFUSED:
             return HookResult(False, f"authorisation refused: {record.note or 'no consent'}")
         return HookResult(False, f"authorisation cancelled: {record.note or 'no consent'}")
+
+
+def _span(seconds: float) -> str:
+    count, unit = (round(seconds), "second") if seconds < 90 else (round(seconds / 60), "minute")
+    return f"{count} {unit}{'' if count == 1 else 's'}"
 
 
 def purpose_of(call: ToolUse) -> str:
