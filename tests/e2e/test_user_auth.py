@@ -12,7 +12,7 @@ import pytest
 
 from bot.store.audit import AuditLog
 
-from e2e.harness import Bot, running_bot, settings_for
+from e2e.harness import Bot, running_bot, settings_for, text_of
 from e2e.test_budgets import MENTION
 from fakes.feishu_server import FakeMessage
 from fakes.openai_server import Reply
@@ -34,6 +34,15 @@ def auth_cards(bot: Bot, message_id: str) -> list[FakeMessage]:
 async def auth_card(bot: Bot, message_id: str) -> FakeMessage:
     await bot.wait_for(lambda: bool(auth_cards(bot, message_id)))
     return auth_cards(bot, message_id)[0]
+
+
+async def answer_to(bot: Bot, message_id: str, within: float = 15.0) -> str:
+    """The text of the live answer card under ``message_id`` once it stopped streaming (an
+    authorisation card may have been posted under the same message before it)."""
+    await bot.wait_for(lambda: any(m.card_id for m in bot.replies_to(message_id)), within)
+    await bot.settle_reply(message_id, within)
+    live = next(m for m in bot.replies_to(message_id) if m.card_id)
+    return text_of(live, bot.feishu)
 
 
 def title(message: FakeMessage) -> str:
@@ -77,7 +86,7 @@ async def test_the_card_the_consent_and_the_answer_without_asking_again(as_user,
         assert AsMe.calls == []  # nothing ran as anyone yet
         status, page, _ = await follow(card_link(card.content), bot.url, as_user=ALICE)
         assert status == 200 and "Authorised" in page
-        answer = await bot.reply("om_1", within=15)
+        answer = await answer_to(bot, "om_1")
         await bot.settle()
         assert "Alice Asker" in answer
         assert title(feishu.message_by_id[card.message_id]) == "Authorised"
@@ -99,10 +108,10 @@ async def test_a_second_question_uses_the_stored_grant_without_a_card(as_user, f
     async with as_user(calling("my_name")) as bot:
         await bot.say("om_1", "my name?")
         await follow(card_link((await auth_card(bot, "om_1")).content), bot.url, as_user=ALICE)
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         await bot.say("om_2", "and again?")
-        assert "Alice Asker" in await bot.reply("om_2", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_2")
         await bot.settle()
         assert auth_cards(bot, "om_2") == []
         stored = await bot.services.user_auth.tokens.get(ALICE)
@@ -123,7 +132,7 @@ async def test_someone_elses_consent_is_refused_and_leaves_the_request_to_its_pe
         # The right person can still authorise with the same card.
         status, _, _ = await follow(link, bot.url, as_user=ALICE)
         assert status == 200
-        assert "Alice Asker" in await bot.reply("om_1", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_1")
         await bot.settle()
 
 
@@ -132,7 +141,7 @@ async def test_a_replayed_callback_is_refused_and_changes_nothing(as_user, feish
         await bot.say("om_1", "my name?")
         card = await auth_card(bot, "om_1")
         _, _, back = await follow(card_link(card.content), bot.url, as_user=ALICE)
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         first = await bot.services.user_auth.tokens.get(ALICE)
         exchanges = feishu.count("POST", "/authen/v2/oauth/token")
@@ -163,7 +172,7 @@ async def test_nobody_consents_in_time_so_nothing_is_done_and_the_card_says_so(a
         await bot.say("om_1", "my name?")
         card = await auth_card(bot, "om_1")
         link = card_link(card.content)
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         assert AsMe.calls == []
         (observation,) = tool_observations(bot.llm_server)
@@ -198,7 +207,7 @@ async def _get(url: str) -> tuple[int, str]:
 async def consented(bot: Bot, message_id: str, who: str = ALICE) -> None:
     """Answer the card of ``message_id`` as ``who`` and wait for the reply."""
     await follow(card_link((await auth_card(bot, message_id)).content), bot.url, as_user=who)
-    await bot.reply(message_id, within=15)
+    await answer_to(bot, message_id)
     await bot.settle()
 
 
@@ -222,7 +231,7 @@ async def test_a_token_about_to_expire_is_refreshed_first_without_asking(as_user
         granted = await tokens.get(ALICE)
         feishu.user_token_ttl = 7200.0
         await bot.say("om_2", "again")
-        assert "Alice Asker" in await bot.reply("om_2", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_2")
         await bot.settle()
         assert auth_cards(bot, "om_2") == [] and refreshes(feishu) == 2
         renewed = await tokens.get(ALICE)
@@ -230,7 +239,7 @@ async def test_a_token_about_to_expire_is_refreshed_first_without_asking(as_user
         assert renewed.refresh_token != granted.refresh_token  # Feishu rotated it
         assert AsMe.calls[-1] == renewed.access_token
         await bot.say("om_3", "and once more")
-        await bot.reply("om_3", within=15)
+        await answer_to(bot, "om_3")
         await bot.settle()
         assert refreshes(feishu) == 2  # a fresh token is used as it is
 
@@ -250,7 +259,7 @@ async def test_parallel_calls_needing_a_refresh_refresh_once(as_user, feishu):
         await bot.services.database.transact(_expire_stored, ALICE)  # about to expire
         bot.llm_server.handler = twice
         await bot.say("om_2", "twice, at once")
-        await bot.reply("om_2", within=15)
+        await answer_to(bot, "om_2")
         await bot.settle()
         assert refreshes(feishu) == 1  # both calls waited for the one refresh
         renewed = await bot.services.user_auth.tokens.get(ALICE)
@@ -269,7 +278,7 @@ async def test_a_refresh_feishu_refuses_asks_the_person_again_once(as_user, feis
         card = await auth_card(bot, "om_2")
         assert await bot.services.user_auth.tokens.get(ALICE) is None  # the dead grant is gone
         await follow(card_link(card.content), bot.url, as_user=ALICE)
-        assert "Alice Asker" in await bot.reply("om_2", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_2")
         await bot.settle()
 
 
@@ -283,7 +292,7 @@ async def test_a_token_refused_mid_call_is_refreshed_and_else_asked_for_again(as
         first = tool_observations(bot.llm_server)[-1]
         assert "Call this tool again: I will ask them to authorise first" in first
         await follow(card_link(card.content), bot.url, as_user=ALICE)
-        assert "Alice Asker" in await bot.reply("om_2", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_2")
         await bot.settle()
 
 
@@ -322,7 +331,7 @@ async def test_login_asks_ahead_and_then_says_it_is_done(as_user, feishu):
         await bot.say("om_2", "/login")
         assert "already authorised" in await bot.reply("om_2")
         await bot.say("om_3", "my name?")
-        assert "Alice Asker" in await bot.reply("om_3", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_3")
         await bot.settle()
         assert auth_cards(bot, "om_3") == []
 
@@ -399,7 +408,7 @@ async def test_no_token_reaches_the_logs_the_model_the_chat_or_the_console(as_us
         await bot.say("om_1", "my name?")
         await consented(bot, "om_1")
         await bot.say("om_2", "again")
-        await bot.reply("om_2", within=15)
+        await answer_to(bot, "om_2")
         await bot.settle()
         secrets = {
             *feishu.user_grants,  # every access token issued
@@ -436,7 +445,7 @@ async def test_a_group_members_turn_never_uses_another_members_grant(as_user, fe
         assert f"<at id={BOB}></at>" in json.dumps(card.content)
         assert AsMe.calls == alices  # nothing ran on Alice's grant for Bob
         await follow(card_link(card.content), bot.url, as_user=BOB)
-        assert "Bob Li" in await bot.reply("om_2", within=15)
+        assert "Bob Li" in await answer_to(bot, "om_2")
         await bot.settle()
         bobs = await bot.services.user_auth.tokens.get(BOB)
         assert AsMe.calls[-1] == bobs.access_token
@@ -449,7 +458,7 @@ async def test_a_turn_someone_else_joined_no_longer_acts_as_its_starter(as_user,
         await bot.say("om_2", "@_user_1 and tell me mine", sender_open_id=BOB, **GROUP)
         await bot.wait_for(lambda: bool(bot.services.workers.active_runs))
         await follow(card_link(card.content), bot.url, as_user=ALICE)
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         assert AsMe.calls == []  # Alice's grant exists, and was not used
         assert await bot.services.user_auth.tokens.get(ALICE) is not None
@@ -476,7 +485,7 @@ async def test_an_approval_for_a_write_as_the_user_says_as_whom(as_user, feishu)
         ]
         await bot.click(value, by=ALICE, card_message_id=approval.message_id)
         await follow(card_link((await auth_card(bot, "om_1")).content), bot.url, as_user=ALICE)
-        assert "noted 'hello' as Alice Asker" in await bot.reply("om_1", within=15)
+        assert "noted 'hello' as Alice Asker" in await answer_to(bot, "om_1")
         await bot.settle()
 
 
@@ -504,7 +513,7 @@ async def test_a_callback_on_another_replica_resumes_the_waiting_turn(tmp_path, 
         card = await auth_card(a, "om_1")
         status, _, _ = await follow(card_link(card.content), b.url, as_user=ALICE)
         assert status == 200
-        assert "Alice Asker" in await a.reply("om_1", within=15)
+        assert "Alice Asker" in await answer_to(a, "om_1")
         await a.settle()
         assert title(feishu.message_by_id[card.message_id]) == "Authorised"
 
@@ -531,7 +540,7 @@ async def test_without_a_public_url_the_device_flow_resumes_the_turn(device, fei
         assert link.endswith(f"/oauth/v1/device/verify?user_code={code}")
         status, _ = await _get(link + f"&as_user={ALICE}")
         assert status == 200
-        assert "Alice Asker" in await bot.reply("om_1", within=15)
+        assert "Alice Asker" in await answer_to(bot, "om_1")
         await bot.settle()
         assert title(feishu.message_by_id[card.message_id]) == "Authorised"
         status, _ = await _get(bot.url + "/feishu/oauth/callback?code=x&state=y")
@@ -543,7 +552,7 @@ async def test_a_device_code_confirmed_by_someone_else_is_refused(device, feishu
         await bot.say("om_1", "my name?")
         card = await auth_card(bot, "om_1")
         await _get(card_link(card.content) + f"&as_user={BOB}")
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         assert AsMe.calls == []
         assert await bot.services.user_auth.tokens.get(ALICE) is None
@@ -557,7 +566,7 @@ async def test_a_device_code_declined_on_feishus_page_is_refused(device, feishu)
         await bot.say("om_1", "my name?")
         card = await auth_card(bot, "om_1")
         await _get(card_link(card.content) + "&deny=1")
-        await bot.reply("om_1", within=15)
+        await answer_to(bot, "om_1")
         await bot.settle()
         assert "declined on Feishu's page" in tool_observations(bot.llm_server)[0]
         assert AsMe.calls == []
