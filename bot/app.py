@@ -181,7 +181,12 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     # Firings still running are left to their leases: a restart or a replica takes them
     # over (their header message is posted once: it carries the due time's uuid).
     await services.scheduled_runs.close()
+    if services.user_auth is not None:
+        # Requests still open stay open: a consent on any replica completes them later.
+        services.user_auth.asker.closing = True
     unfinished = await services.workers.close(grace)
+    if services.user_auth is not None:
+        await services.user_auth.asker.aclose()
     await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)
     for chore in chores:

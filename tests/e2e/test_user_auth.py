@@ -27,7 +27,8 @@ def auth_cards(bot: Bot, message_id: str) -> list[FakeMessage]:
     return [
         m
         for m in bot.replies_to(message_id)
-        if "Authorisation" in json.dumps(m.content.get("header", {}))
+        # Every state of the card keeps its subtitle.
+        if "Act as you in Feishu" in json.dumps(m.content.get("header", {}))
     ]
 
 
@@ -570,3 +571,37 @@ async def test_a_device_code_declined_on_feishus_page_is_refused(device, feishu)
         await bot.settle()
         assert "declined on Feishu's page" in tool_observations(bot.llm_server)[0]
         assert AsMe.calls == []
+
+
+async def test_a_grant_feishu_narrows_is_refused_once_with_what_an_admin_must_add(as_user, feishu):
+    feishu.withheld_scopes = {"contact:user.base:readonly"}  # the app may not ask for it
+    async with as_user(calling("my_name", times=2)) as bot:
+        await bot.say("om_1", "my name?")
+        await follow(card_link((await auth_card(bot, "om_1")).content), bot.url, as_user=ALICE)
+        await answer_to(bot, "om_1")
+        await bot.settle()
+        assert AsMe.calls == []
+        loop = [r for r in bot.llm_server.requests if not r.body.get("stream")]
+        last = loop[-1].body["messages"]
+        results = [m["content"] for m in last if m["role"] == "tool"]
+        assert len(results) == 2  # the model tried twice
+        assert all("leaves out contact:user.base:readonly" in r for r in results)
+        assert "developer console" in results[0]
+        assert len(auth_cards(bot, "om_1")) == 1  # the model's retry showed no second card
+
+
+async def test_a_stopping_bot_leaves_an_open_request_open_for_a_later_consent(
+    as_user, feishu, tmp_path
+):
+    from bot.store import Database
+    from bot.store.user_authorizations import PENDING, UserAuthorizationStore
+
+    async with as_user(calling("my_name")) as bot:
+        await bot.say("om_1", "/login")
+        card = await auth_card(bot, "om_1")
+    from e2e import harness
+
+    url = harness.DATABASE_URL or f"sqlite+aiosqlite:///{tmp_path}/bot.db"
+    async with Database(url) as database:
+        (request,) = await UserAuthorizationStore(database).pending_of(ALICE)
+        assert request.state == PENDING and request.card_message_id == card.message_id

@@ -95,6 +95,17 @@ class ConsentAsker:
     def __init__(self, parts: AskerParts) -> None:
         self._p = parts
         self._flights: dict[tuple[str, str], _Flight] = {}
+        # Set when the process stops: a wait cut short then leaves its request pending (a
+        # consent on another replica, or after a restart, still completes it).
+        self.closing = False
+
+    async def aclose(self) -> None:
+        """Stop the waits still running here (``/login`` cards' included)."""
+        self.closing = True
+        tasks = [f.task for f in self._flights.values() if f.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def ask(
         self, asking: Asking, scopes: Collection[str], purpose: str
@@ -269,7 +280,8 @@ class ConsentAsker:
             except TimeoutError:
                 return await self._end(record, EXPIRED)
             except asyncio.CancelledError:
-                await self._end(record, CANCELLED, STOPPED_NOTE)
+                if not self.closing:
+                    await self._end(record, CANCELLED, STOPPED_NOTE)
                 raise
         finally:
             p.waits.discard(record.id)

@@ -57,6 +57,9 @@ class UserAuthorizationGate:
         if origin is None:
             return HookResult(False, refusal)
         open_id, run_id = origin.sender_open_id, call.run.run_id
+        withheld = self._reconsent.withheld(run_id, open_id) & set(scopes)
+        if withheld:
+            return HookResult(False, await self._narrowed(open_id, withheld))
         again = self._reconsent.wanted(run_id, open_id)
         try:
             if not again and await self._grants.usable(open_id, scopes) is not None:
@@ -87,11 +90,19 @@ class UserAuthorizationGate:
         _, refusal = asker_of(call.run.deps)
         if refusal:
             return HookResult(False, refusal)
-        return await self._result(record)
+        return await self._result(record, scopes, run_id)
 
-    async def _result(self, record: AuthorizationRecord) -> HookResult:
+    async def _result(
+        self, record: AuthorizationRecord, scopes: tuple[str, ...], run_id: str
+    ) -> HookResult:
         if record.state == AUTHORISED:
-            return HookResult()
+            granted = await self._grants.stored(record.open_id)
+            missing = frozenset(scopes) - (granted.scopes if granted is not None else set())
+            if not missing:
+                return HookResult()
+            # Asking again would not help: Feishu grants only what the app may ask for.
+            self._reconsent.withheld(run_id, record.open_id, missing)
+            return HookResult(False, await self._narrowed(record.open_id, missing))
         who = await self._name_of(record.open_id)
         if record.state == EXPIRED:
             return HookResult(
@@ -102,6 +113,14 @@ class UserAuthorizationGate:
         if record.state == REFUSED:
             return HookResult(False, f"authorisation refused: {record.note or 'no consent'}")
         return HookResult(False, f"authorisation cancelled: {record.note or 'no consent'}")
+
+    async def _narrowed(self, open_id: str, missing: frozenset[str]) -> str:
+        who = await self._name_of(open_id)
+        return (
+            f"{who} authorised, but Feishu's grant leaves out {', '.join(sorted(missing))}: "
+            "an admin must add these user scopes to the app in the Feishu developer console "
+            "(and publish a version). Nothing was done as them"
+        )
 
 
 def _span(seconds: float) -> str:

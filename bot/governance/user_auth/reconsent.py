@@ -17,6 +17,7 @@ _State = Literal["wanted", "asked"]
 class Reconsent:
     def __init__(self, *, remembered: int = 1024) -> None:
         self._marks: OrderedDict[tuple[str, str], _State] = OrderedDict()
+        self._withheld: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
         self._remembered = remembered
 
     def want(self, run_id: str, open_id: str) -> bool:
@@ -35,3 +36,15 @@ class Reconsent:
     def asked(self, run_id: str, open_id: str) -> None:
         if (run_id, open_id) in self._marks:
             self._marks[(run_id, open_id)] = "asked"
+
+    def withheld(
+        self, run_id: str, open_id: str, scopes: frozenset[str] = frozenset()
+    ) -> frozenset[str]:
+        """Scopes Feishu left out of the person's consent in this run (asking again for
+        them would only show another card); with ``scopes``, remember those."""
+        key = (run_id, open_id)
+        if scopes:
+            self._withheld[key] = self._withheld.get(key, frozenset()) | scopes
+            while len(self._withheld) > self._remembered:
+                self._withheld.popitem(last=False)
+        return self._withheld.get(key, frozenset())

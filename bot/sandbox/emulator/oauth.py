@@ -22,8 +22,9 @@ answer: bot.feishu.errors does not map them, so the client raises a plain Feishu
 
 The device authorization grant (no redirect; module ``device``) shares the token endpoint.
 
-Test controls: ``consent_as``, ``expire_user_tokens(open_id)`` (access tokens lapse),
-``expire_refresh_tokens(open_id)``, ``revoke_user_grant(open_id)`` (both die), ``user_grants``.
+Test controls: ``consent_as``, ``withheld_scopes`` (left out of every consent),
+``expire_user_tokens(open_id)`` (access tokens lapse), ``expire_refresh_tokens(open_id)``,
+``revoke_user_grant(open_id)`` (both die), ``user_grants``.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class OAuthApi(DeviceApi, EmulatorCore):
         # False: a refresh answers without refresh_token(_expires_in), the old one stays
         # good (Feishu's own clients handle such answers).
         self.rotate_refresh_tokens = True
+        # Scopes a consent leaves out whatever was asked (the app may not ask for them).
+        self.withheld_scopes: set[str] = set()
         self.oauth_codes: dict[str, FakeCode] = {}
         # Keyed by both tokens of a pair: the access token and the refresh token.
         self.user_grants: dict[str, FakeUserGrant] = {}
@@ -142,7 +145,9 @@ class OAuthApi(DeviceApi, EmulatorCore):
             self.oauth_codes[code] = FakeCode(
                 open_id=query.get("as_user") or self.consenting_user,
                 redirect_uri=redirect_uri,
-                scope=query.get("scope", ""),
+                scope=" ".join(
+                    s for s in query.get("scope", "").split() if s not in self.withheld_scopes
+                ),
                 challenge=query["code_challenge"],
                 expires_at=time.time() + self.code_ttl,
             )
