@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -605,3 +606,47 @@ async def test_a_stopping_bot_leaves_an_open_request_open_for_a_later_consent(
     async with Database(url) as database:
         (request,) = await UserAuthorizationStore(database).pending_of(ALICE)
         assert request.state == PENDING and request.card_message_id == card.message_id
+
+
+async def test_a_scheduled_task_acts_only_as_its_creator(tmp_path, feishu, llm_server):
+    from connectors.config import ConnectorsConfig
+
+    from e2e.test_schedules import Clock, headers
+
+    clock = Clock(time.time())
+    llm_server.handler = calling("my_name")
+    feishu.workspace.add_user(ALICE, "Alice Asker")
+    values = {"larkgate_token_key": TOKEN_KEY, "larkgate_public_url": PUBLIC_URL}
+    async with running_bot(
+        settings_for(tmp_path, feishu, llm_server, **values),
+        feishu,
+        llm_server,
+        connectors=ConnectorsConfig({"asme": {}}, explicit=True),
+        connector_classes=CONNECTORS,
+        clock=clock,
+    ) as bot:
+        await bot.say("om_1", "@_user_1 my name?", **GROUP)  # Alice, in the group
+        await consented(bot, "om_1")
+        alices = list(AsMe.calls)
+        task = await bot.services.schedules.create(
+            name="Who am I",
+            prompt="What is my name in Feishu?",
+            creator=BOB,
+            chat_id="oc_team",
+            chat_type="group",
+            thread_id="",
+            reply_to="",
+            kind="cron",
+            expression="0 * * * *",
+            timezone="UTC",
+            next_run_at=clock.now + 60,
+            created_in_run="",
+            max_per_creator=20,
+        )
+        clock.now = task.next_run_at + 1
+        bot.services.scheduled_runs.wake()
+        await bot.wait_for(lambda: len(headers(bot)) == 1)
+        header = headers(bot)[0]
+        card = await auth_card(bot, header.message_id)
+        assert f"<at id={BOB}></at>" in json.dumps(card.content)  # Bob is asked, not Alice
+        assert AsMe.calls == alices
