@@ -249,6 +249,13 @@ async def test_login_says_when_the_card_could_not_be_sent(auth, fake):
     assert (await auth.login(ASKING, [])).kind == "no_tools"
 
 
+async def test_login_while_feishu_cannot_refresh_says_so(auth, fake):
+    await auth.tokens.save(ALICE, grant(expires_in=10))
+    fake.fail("POST", "/authen/v2/oauth/token", 0, http_status=502, raw_body="<html>")
+    outcome = await auth.login(ASKING, ["contact:x"])
+    assert outcome.kind == "unavailable" and "Feishu did not answer" in outcome.detail
+
+
 async def test_a_device_flow_feishu_will_not_start_is_said_plainly(device_auth, fake):
     fake.app_secret = "rotated"  # the accounts host refuses the app
     with pytest.raises(ConsentUnavailable, match="did not start a device authorization"):

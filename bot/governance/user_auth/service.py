@@ -18,6 +18,7 @@ from typing import Literal
 
 from bot.feishu.client import FeishuClient
 from bot.feishu.config import FeishuConfig
+from bot.feishu.errors import FeishuError
 from bot.feishu.oauth import FeishuOAuth
 from bot.feishu.oauth_device import FeishuDeviceFlow
 from bot.feishu.oauth_state import StateSigner
@@ -84,8 +85,11 @@ class UserAuth:
         """``/login``: the card for ``scopes`` (the user tools'), unless already granted."""
         if not scopes:
             return LoginOutcome("no_tools")
-        if await self.grants.usable(asking.open_id, scopes) is not None:
-            return LoginOutcome("already")
+        try:
+            if await self.grants.usable(asking.open_id, scopes) is not None:
+                return LoginOutcome("already")
+        except FeishuError as exc:  # the refresh of a grant it has: Feishu did not answer
+            return LoginOutcome("unavailable", f"Feishu did not answer ({exc})")
         stored = await self.grants.stored(asking.open_id)
         wanted = {*scopes, *(stored.scopes if stored is not None else ())} - {"offline_access"}
         try:
