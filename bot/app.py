@@ -10,7 +10,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -21,15 +21,18 @@ from bot.engine import LLM, Hook, OpenAICompatibleLLM, Tool
 from bot.feishu.config import FeishuConfig
 from bot.feishu.events import Rejected, parse_card_action
 from bot.feishu.long_connection import LongConnection
+from bot.feishu.oauth_callback import CallbackPage, CallbackQuery, Complete, oauth_callback_handler
 from bot.feishu.routes import card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
 from bot.governance.service import Governance
+from bot.governance.user_auth.config import CALLBACK_PATH
 from bot.metrics import Metrics
 from bot.runtime.intake import MESSAGE_EVENT
 from bot.runtime.schedule_console import ScheduleConsole
 from bot.store import RunStore
 from bot.wiring import Overrides, Services, build_services
+from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
 logger = logging.getLogger(__name__)
@@ -52,12 +55,15 @@ def create_app(
     connectors: ConnectorsConfig | None = None,
     owner: str | None = None,
     clock: Callable[[], float] = time.time,
+    connector_classes: Mapping[str, type[Connector]] | None = None,
 ) -> web.Application:
     # Webhook mode without an Encrypt Key: a SettingsError unless explicitly allowed.
     unsigned_warning = settings.unsigned_events_warning()
     if unsigned_warning is not None:
         logger.warning("%s", unsigned_warning)
-    overrides = Overrides(llm, tools, hooks, connectors, owner, clock)
+    overrides = Overrides(llm, tools, hooks, connectors, owner, clock, connector_classes or {})
+    # A LARKGATE_TOKEN_KEY that is not a Fernet key stops the start here, saying why.
+    user_auth = settings.user_auth()
     feishu_config = settings.feishu()
     verifier = WebhookVerifier(
         verification_token=feishu_config.verification_token,
@@ -82,6 +88,8 @@ def create_app(
 
     app.router.add_post("/feishu/events", events_handler(verifier, on_event))
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
+    if user_auth is not None and user_auth.flow == "code":
+        app.router.add_get(CALLBACK_PATH, oauth_callback_handler(_oauth_callback(app)))
     app.router.add_get("/healthz", _healthz)
     # Open like /healthz: no secrets or ids in it, and Prometheus scrapes are usually
     # restricted at the network (expose the port only to the scraper, or proxy the path).
@@ -95,6 +103,16 @@ def create_app(
         # After the lifecycle (services are ready), so it is closed before them.
         app.cleanup_ctx.append(_long_connection(feishu_config, on_event, on_card))
     return app
+
+
+def _oauth_callback(app: web.Application) -> Complete:
+    async def complete(query: CallbackQuery) -> CallbackPage:
+        user_auth = app[SERVICES].user_auth if SERVICES in app else None
+        if user_auth is None:  # still starting
+            return CallbackPage(503, "Starting", "Try again in a few seconds.")
+        return await user_auth.callback(query)
+
+    return complete
 
 
 def _lifecycle(
@@ -111,6 +129,7 @@ def _lifecycle(
             schedules=ScheduleConsole(
                 services.schedules, admin=lambda: services.governance.console.admin
             ),
+            user_auth=services.user_auth,
         )
         runtime = settings.runtime()
         chores = _start_chores(services, runtime.dedup_retention_hours)
@@ -139,7 +158,7 @@ def _start_chores(services: Services, dedup_retention_hours: int) -> list[asynci
     """The periodic work of a running bot, each its own task so one failing stops no other."""
     loop = asyncio.get_running_loop()
     intake, governance = services.intake, services.governance
-    chores = {
+    chores: dict[str, Coroutine[Any, Any, None]] = {
         "sweep-expired-claims": intake.sweep_expired(),
         "keep-leases": intake.keep_leases(),
         "purge-claims": intake.purge(dedup_retention_hours),
@@ -151,6 +170,9 @@ def _start_chores(services: Services, dedup_retention_hours: int) -> list[asynci
         "count-feishu-api-calls": services.api_usage.run(),
         "run-scheduled-tasks": services.scheduled_runs.run(),
     }
+    if services.user_auth is not None:
+        chores["authorisation-consents"] = services.user_auth.waits.watch()
+        chores["authorisation-sweeper"] = services.user_auth.sweep()
     return [loop.create_task(work, name=name) for name, work in chores.items()]
 
 
@@ -159,7 +181,12 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     # Firings still running are left to their leases: a restart or a replica takes them
     # over (their header message is posted once: it carries the due time's uuid).
     await services.scheduled_runs.close()
+    if services.user_auth is not None:
+        # Requests still open stay open: a consent on any replica completes them later.
+        services.user_auth.asker.closing = True
     unfinished = await services.workers.close(grace)
+    if services.user_auth is not None:
+        await services.user_auth.asker.aclose()
     await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)
     for chore in chores:

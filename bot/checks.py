@@ -62,6 +62,7 @@ from bot.feishu.errors import (
     FeishuTokenInvalid,
     FeishuTransportError,
 )
+from bot.governance.user_auth.config import OFF_DETAIL
 from bot.runtime.api_budget import ApiUsage
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from bot.timezones import time_zone
@@ -199,6 +200,7 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     except SettingsError as exc:
         results.append(CheckResult("governance", False, str(exc)))
     results.append(_session_grants(settings))
+    results.append(_user_auth(settings))
     results.append(await _api_budget(settings))
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
         hub = await ConnectorHub.build(
@@ -271,6 +273,18 @@ def _session_grants(settings: Settings) -> CheckResult:
         "larkgate.toml to make every call ask",
         warn=True,
     )
+
+
+def _user_auth(settings: Settings) -> CheckResult:
+    """Per-user authorisation: off, or on with which flow and what Feishu must know."""
+    name = "user authorisation"
+    try:
+        config = settings.user_auth()
+    except SettingsError as exc:
+        return CheckResult(name, False, str(exc))
+    if config is None:
+        return CheckResult(name, True, OFF_DETAIL)
+    return CheckResult(name, True, config.describe())
 
 
 def _event_signing(settings: Settings) -> CheckResult:

@@ -28,6 +28,7 @@ from bot.governance.config import (
     GovernanceConfig,
 )
 from bot.governance.seal import derive_button_key
+from bot.governance.user_auth.config import UserAuthConfig
 from bot.timezones import check_time_zone
 from connectors.config import ConnectorsConfig, merge_environment
 
@@ -111,6 +112,11 @@ class Settings(BaseSettings):
     # The bot's public base URL (e.g. https://bot.example.com): links on cards to the web
     # console, and the OAuth callback's address.
     larkgate_public_url: str = ""
+    # Per-user authorisation (acting as the person who asks): on when set. Fernet keys that
+    # seal the stored user tokens, comma-separated to rotate (the first seals, any opens).
+    larkgate_token_key: SecretStr = SecretStr("")
+    # How long an authorisation card waits for its person before the call gives up.
+    larkgate_authorization_ttl_seconds: int = Field(default=600, ge=1, le=3600)
     larkgate_config: Path | None = None
     larkgate_max_event_age_seconds: int = Field(default=900, ge=1)
     # Webhook mode without FEISHU_ENCRYPT_KEY means unsigned pushes: refused at start-up
@@ -321,6 +327,27 @@ class Settings(BaseSettings):
                 self.feishu_verification_token.get_secret_value(),
             ),
             console_url=self.console_url(),
+        )
+
+    def user_auth(self) -> UserAuthConfig | None:
+        """Per-user authorisation's settings; None when it is off (no LARKGATE_TOKEN_KEY).
+
+        A key that is not a Fernet key is a SettingsError saying how to make one.
+        """
+        key = self.larkgate_token_key.get_secret_value().strip()
+        if not key:
+            return None
+        # Imported here: only a bot with per-user authorisation needs the store's cipher.
+        from bot.store.user_tokens import TokenCipher
+
+        try:
+            TokenCipher.from_setting(key)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        return UserAuthConfig(
+            token_key=key,
+            public_url=self.larkgate_public_url,
+            ttl_seconds=float(self.larkgate_authorization_ttl_seconds),
         )
 
     def console_url(self) -> str | None:

@@ -13,8 +13,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
@@ -35,6 +35,7 @@ from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.budgets import Refusal
 from bot.governance.names import UserNames
 from bot.governance.service import Governance, build_governance
+from bot.governance.user_auth.service import UserAuth, build_user_auth
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime import texts
 from bot.runtime.agents import AgentBuilder
@@ -42,6 +43,7 @@ from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import EventIntake, InFlight
+from bot.runtime.logins import Logins
 from bot.runtime.media import MediaReader, Transcribe
 from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
@@ -64,12 +66,13 @@ from bot.store.api_calls import ApiCallLedger
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
+from bot.store.replays import ReplayGuard
 from bot.store.schedules import ScheduleStore
 from bot.timezones import time_zone
-from connectors.base import ConnectorContext
+from connectors.base import Connector, ConnectorContext, UserTokenSource
 from connectors.call_log import CallLogHook
 from connectors.config import ConnectorsConfig
-from connectors.hub import ConnectorHub
+from connectors.hub import ConnectorHub, load_connector_class
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ class Overrides:
     connectors: ConnectorsConfig | None = None  # None: from the settings
     owner: str | None = None
     clock: Callable[[], float] = time.time
+    # Connector classes by name, instead of the built-in and installed ones (tests, embedders).
+    connector_classes: Mapping[str, type[Connector]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -107,6 +112,8 @@ class Services:
     api_usage: ApiUsage
     schedules: ScheduleStore
     scheduled_runs: ScheduledRuns
+    # Per-user authorisation (None: LARKGATE_TOKEN_KEY is not set).
+    user_auth: UserAuth | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +159,9 @@ class _Tools:
     schedule_config: SchedulerConfig
     # Set when a task is created, so the scheduler looks again at once.
     schedule_wake: asyncio.Event
+    # Per-user authorisation (None: off), and what /login asks for (every user tool's scopes).
+    user_auth: UserAuth | None = None
+    login_scopes: tuple[str, ...] = ()
 
 
 async def build_services(settings: Settings, overrides: Overrides, metrics: Metrics) -> Built:
@@ -169,14 +179,25 @@ async def build_services(settings: Settings, overrides: Overrides, metrics: Metr
 
 
 async def build_connectors(
-    settings: Settings, overrides: Overrides, feishu: FeishuClient
+    settings: Settings,
+    overrides: Overrides,
+    feishu: FeishuClient,
+    user_tokens: UserTokenSource | None = None,
 ) -> ConnectorHub:
     config = overrides.connectors or settings.connectors()
     return await ConnectorHub.build(
         config,
-        ConnectorContext(feishu=feishu),
+        ConnectorContext(feishu=feishu, user_tokens=user_tokens),
         feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
+        classes=_Classes(overrides.connector_classes) if overrides.connector_classes else None,
     )
+
+
+class _Classes(dict[str, type[Connector]]):
+    """Connector classes given by name; any other name is loaded as usual."""
+
+    def __missing__(self, name: str) -> type[Connector]:
+        return load_connector_class(name)
 
 
 async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics) -> _Foundation:
@@ -251,12 +272,16 @@ async def _governed_tools(
     tasks: TaskTracker,
 ) -> _Tools:
     runtime = settings.runtime()
-    hub = await build_connectors(settings, overrides, base.feishu)
+    # One people directory: approval cards name people, schedules default to their zone.
+    names = UserNames(base.feishu)
+    user_auth = _user_auth(settings, base, names)
+    hub = await build_connectors(
+        settings, overrides, base.feishu, user_auth.source if user_auth else None
+    )
+    user_scopes = _user_scopes(hub)
     schedules = ScheduleStore(base.database, clock=base.clock)
     schedule_config = _schedule_config(settings, base.owner)
     wake = asyncio.Event()
-    # One people directory: approval cards name people, schedules default to their zone.
-    names = UserNames(base.feishu)
     schedule_tools = ScheduleTools(
         schedules,
         schedule_config,
@@ -266,7 +291,9 @@ async def _governed_tools(
         time_zone_of=names.time_zone,
         clock=base.clock,
     )
-    registry = ToolRegistry([*hub.registry, *schedule_tools.tools(), *overrides.tools])
+    # Without per-user authorisation, a tool that acts as the asker could only fail.
+    connector_tools = [t for t in hub.registry if user_auth or t.name not in user_scopes]
+    registry = ToolRegistry([*connector_tools, *schedule_tools.tools(), *overrides.tools])
     governance = build_governance(
         settings.governance(),
         database=base.database,
@@ -281,6 +308,8 @@ async def _governed_tools(
         clock=base.clock,
         on_approval_outcome=base.metrics.approval_outcome,
         names=names,
+        acts_as_user=hub.acts_as_user,
+        user_auth_gate=user_auth.gate(user_scopes.get) if user_auth else None,
     )
     # Governance's hooks come last among those that may rewrite or hold a call: the
     # approver sees the arguments that will run, and read-only mode is checked again
@@ -300,7 +329,37 @@ async def _governed_tools(
         schedules=schedules,
         schedule_config=schedule_config,
         schedule_wake=wake,
+        user_auth=user_auth,
+        login_scopes=tuple(sorted({s for scopes in user_scopes.values() for s in scopes})),
     )
+
+
+def _user_auth(settings: Settings, base: _Foundation, names: UserNames) -> UserAuth | None:
+    """Per-user authorisation, when LARKGATE_TOKEN_KEY turns it on."""
+    config = settings.user_auth()
+    if config is None:
+        return None
+    return build_user_auth(
+        config,
+        database=base.database,
+        feishu=base.feishu,
+        feishu_config=settings.feishu(),
+        replays=ReplayGuard(base.database, clock=base.clock),
+        timezone=settings.larkgate_timezone,
+        owner=base.owner,
+        name_of=names.name,
+        clock=base.clock,
+    )
+
+
+def _user_scopes(hub: ConnectorHub) -> dict[str, tuple[str, ...]]:
+    """The user-token scopes of every tool that acts as the asker, by tool name."""
+    scopes: dict[str, tuple[str, ...]] = {}
+    for connector in hub.connectors:
+        for name, spec in connector.actions().items():
+            if spec.acts_as == "user" and hub.connector_of(name) == connector.name:
+                scopes[name] = spec.scopes
+    return scopes
 
 
 def _message_path(
@@ -330,8 +389,7 @@ def _message_path(
     )
     scheduled_runs, schedule_cards = _schedules(settings, base, tools, workers, turns)
     handler = _message_handler(
-        settings, base, tools.governance, ledger, workers, conversations, turns, in_flight,
-        schedule_cards,
+        settings, base, tools, ledger, workers, conversations, turns, in_flight, schedule_cards,
     )  # fmt: skip
     intake = EventIntake(
         ledger,
@@ -362,6 +420,7 @@ def _message_path(
         api_usage=base.api_usage,
         schedules=tools.schedules,
         scheduled_runs=scheduled_runs,
+        user_auth=tools.user_auth,
     )
 
 
@@ -482,7 +541,7 @@ def _turn_runner(
 def _message_handler(
     settings: Settings,
     base: _Foundation,
-    governance: Governance,
+    tools: _Tools,
     ledger: MessageLedger,
     workers: ConversationWorkers,
     conversations: ConversationStore,
@@ -490,6 +549,7 @@ def _message_handler(
     in_flight: InFlight,
     schedules: ScheduleCards,
 ) -> MessageHandler:
+    governance = tools.governance
     budgets = governance.budgets
     governance_config = settings.governance()
 
@@ -517,6 +577,7 @@ def _message_handler(
         admit=admit if budgets.enabled else None,
         admin_help=admin_help,
         schedules=schedules,
+        logins=Logins(tools.user_auth, tools.login_scopes) if tools.user_auth else None,
     )
 
 

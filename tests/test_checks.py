@@ -259,3 +259,23 @@ async def test_a_wrong_models_table_fails_the_agent_check(fakes, tmp_path):
     assert not result.ok and "models.tiny" in result.detail
     plain = await checks(settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF))
     assert plain["agent mode"].ok and "every hint uses LLM_MODEL" in plain["agent mode"].detail
+
+
+async def test_user_authorisation_is_reported_off_on_or_misconfigured(fakes, tmp_path):
+    from cryptography.fernet import Fernet
+
+    feishu, llm = fakes
+    off = (await checks(settings_for(feishu, llm, tmp_path)))["user authorisation"]
+    assert off.ok and off.detail.startswith("off: set LARKGATE_TOKEN_KEY")
+    key = Fernet.generate_key().decode()
+    code = settings_for(
+        feishu, llm, tmp_path, larkgate_token_key=key, larkgate_public_url="https://b.example"
+    )
+    line = (await checks(code))["user authorisation"]
+    assert line.ok and "https://b.example/feishu/oauth/callback" in line.detail
+    assert key not in line.detail
+    device = await checks(settings_for(feishu, llm, tmp_path, larkgate_token_key=key))
+    assert "device code" in device["user authorisation"].detail
+    broken = settings_for(feishu, llm, tmp_path, larkgate_token_key="not-a-key")
+    result = (await checks(broken))["user authorisation"]
+    assert not result.ok and "Fernet.generate_key()" in result.detail

@@ -414,3 +414,33 @@ def test_the_example_larkgate_toml_has_a_valid_plan_table(monkeypatch):
     monkeypatch.setenv("LARKGATE_CONFIG", str(example))
     agent = load_settings().agent(environ={})
     assert agent.plan == PlanKnobs() and agent.models == {}
+
+
+def test_per_user_authorisation_is_on_only_with_a_valid_token_key():
+    from cryptography.fernet import Fernet
+
+    assert load_settings().user_auth() is None
+    key = Fernet.generate_key().decode()
+    rotated = f"{key}, {Fernet.generate_key().decode()}"
+    config = load_settings(
+        larkgate_token_key=rotated,
+        larkgate_public_url="https://bot.example.com/",
+        larkgate_authorization_ttl_seconds=120,
+    ).user_auth()
+    assert config is not None and config.state_secret == key  # the sealing key signs
+    assert config.redirect_uri == "https://bot.example.com/feishu/oauth/callback"
+    assert config.ttl_seconds == 120.0 and config.flow == "code"
+    with pytest.raises(SettingsError, match="LARKGATE_TOKEN_KEY must be url-safe base64"):
+        load_settings(larkgate_token_key="not-a-key").user_auth()
+    with pytest.raises(SettingsError, match="LARKGATE_AUTHORIZATION_TTL_SECONDS"):
+        load_settings(larkgate_authorization_ttl_seconds=7200)
+
+
+def test_a_bad_token_key_stops_the_bot_before_it_starts():
+    from bot.app import create_app
+
+    settings = load_settings(
+        feishu_event_mode="ws", larkgate_token_key="not-a-key", llm_base_url="http://x"
+    )
+    with pytest.raises(SettingsError, match="Fernet key"):
+        create_app(settings)

@@ -19,6 +19,8 @@ end up in access logs): the page reads the stream with ``fetch()``, not ``EventS
     GET  /api/usage                        tokens and messages per user and group, today
     GET  /api/schedules                    every scheduled task (bot.runtime.schedule_console)
     POST /api/schedules/{id}/cancel        cancel one, as an admin (audited)
+    GET  /api/authorizations               who let the bot act as them, until when (no token)
+    POST /api/authorizations/{open_id}/revoke   forget a person's grant, as an admin (audited)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from bot.governance.service import Governance
+from bot.governance.user_auth.service import UserAuth
 from bot.runtime.api_budget import ApiUsage
 from bot.runtime.run_events import RunChannel, RunEventHub
 from bot.runtime.schedule_console import ScheduleConsole, task_json
@@ -59,6 +62,8 @@ class Console:
     api_usage: ApiUsage | None = None
     schedules: ScheduleConsole | None = None
     heartbeat_seconds: float = sse.HEARTBEAT_SECONDS
+    # Per-user authorisation (None: off, and its routes answer 404).
+    user_auth: UserAuth | None = None
 
 
 CONSOLE = web.AppKey("console", Console)
@@ -99,6 +104,8 @@ def add_console(app: web.Application, token: str) -> None:
     app.router.add_get("/api/usage", guarded(_usage))
     app.router.add_get("/api/schedules", guarded(_schedules))
     app.router.add_post("/api/schedules/{task_id}/cancel", guarded(_cancel_schedule))
+    app.router.add_get("/api/authorizations", guarded(_authorizations))
+    app.router.add_post("/api/authorizations/{open_id}/revoke", guarded(_revoke_authorization))
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -345,6 +352,51 @@ async def _cancel_schedule(request: web.Request) -> web.Response:
     if result.outcome == "forbidden":
         body["error"] = "no admin (LARKGATE_ADMINS) to cancel it as"
     return web.json_response(body, status=status)
+
+
+def _user_auth(request: web.Request) -> UserAuth:
+    user_auth = request.app[CONSOLE].user_auth
+    if user_auth is None:
+        raise web.HTTPNotFound(
+            text=json.dumps({"error": "per-user authorisation is off (LARKGATE_TOKEN_KEY)"}),
+            content_type="application/json",
+        )
+    return user_auth
+
+
+async def _authorizations(request: web.Request) -> web.Response:
+    grants = await _user_auth(request).granted()
+    return web.json_response(
+        {
+            "authorizations": [
+                {
+                    "open_id": grant.open_id,
+                    "scopes": grant.scope.split(),
+                    "expires_at": grant.expires_at,
+                    "refresh_expires_at": grant.refresh_expires_at,
+                    "created_at": grant.created_at,
+                    "updated_at": grant.updated_at,
+                }
+                for grant in grants
+            ]
+        }
+    )
+
+
+async def _revoke_authorization(request: web.Request) -> web.Response:
+    user_auth = _user_auth(request)
+    actor = request.app[CONSOLE].governance.console.admin
+    if actor is None:
+        return web.json_response(
+            {"outcome": "forbidden", "error": "no admin (LARKGATE_ADMINS) to revoke it as"},
+            status=403,
+        )
+    open_id = request.match_info["open_id"]
+    revoked = await user_auth.revoke(open_id, actor=actor)
+    return web.json_response(
+        {"outcome": "revoked" if revoked else "unknown", "open_id": open_id},
+        status=200 if revoked else 404,
+    )
 
 
 def _api_usage_json(usage: ApiUsage | None) -> dict[str, Any] | None:

@@ -38,6 +38,9 @@ class Job:
     message_id: str
     text: str
     run: Callable[[Turn], Awaitable[None]]
+    # Who sent it ("" when unknown): a run that others' messages joined may not act as its
+    # starter (per-user authorisation).
+    sender: str = ""
 
 
 @dataclass(slots=True)
@@ -80,6 +83,10 @@ class Turn:
         self.joined.append(job)
         self.interrupts.put_nowait(job.text)
         return True
+
+    def joined_by_others(self) -> bool:
+        """Whether a message from anyone but the starter's sender joined this run."""
+        return any(job.sender != self.job.sender for job in self.joined)
 
     def _fits_question(self, text: str, limits: InterruptLimits) -> bool:
         """Before the run begins, what joins is added to its question (one line each),

@@ -75,6 +75,9 @@ class ApprovalCardView:
     # (the console is on, its address unknown) or None (no console).
     console_url: str | None = None
     session_grants: bool = True  # offer "approve for this person here"
+    # The tool acts as the requester (their own Feishu user token, not the bot's): the card
+    # says so, "as <requester>".
+    acts_as_user: bool = False
 
 
 def button_value(approval_id: str, decision: str) -> dict[str, str]:
@@ -89,6 +92,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     title, template = _HEADERS.get(view.state, ("Closed", "grey"))
     if view.state == "approved" and view.session:
         title = "Approved for this person here"
+    subtitle = f"{tool} as the requester" if view.acts_as_user else tool
     shown = shown_arguments(view)
     elements = [
         _markdown("facts", _facts(view, tool)),
@@ -110,7 +114,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         "config": {"update_multi": True, "summary": {"content": f"{title}: {_clip(tool, 60)}"}},
         "header": {
             "title": {"tag": "plain_text", "content": title},
-            "subtitle": {"tag": "plain_text", "content": tool},
+            "subtitle": {"tag": "plain_text", "content": subtitle},
             "template": template,
         },
         "body": {"direction": "vertical", "elements": elements},
@@ -191,6 +195,9 @@ def _facts(view: ApprovalCardView, tool: str) -> str:
         lines.append(f"**Reason** {reason}")
     # A code span shows its content literally; only a backtick could end it early.
     lines.append(f"**Tool** `{tool.replace('`', 'ʼ')}`")
+    if view.acts_as_user:
+        lines[-1] += f" as {mention(view.requester)}"
+        lines.append("It runs with their own Feishu account and permissions, not the bot's.")
     return "\n".join(lines)
 
 

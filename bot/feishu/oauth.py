@@ -23,6 +23,7 @@ two hours and the refresh token is never used again.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.parse
@@ -137,12 +138,28 @@ class FeishuOAuth:
         data = body.get("data")
         open_id = data.get("open_id") if isinstance(data, dict) else None
         if not isinstance(open_id, str) or not open_id:
-            raise self._malformed("authen.user_info", "no open_id in the answer")
+            raise self.malformed("authen.user_info", "no open_id in the answer")
         return open_id
 
     async def _tokens(
         self, grant: dict[str, str], *, open_id: str | None, sent_refresh: str = ""
     ) -> UserTokens:
+        now = self._clock()
+        body = await self.token_call(grant)
+        return await self.tokens_from(body, now=now, open_id=open_id, sent_refresh=sent_refresh)
+
+    async def token_call(
+        self,
+        grant: dict[str, str],
+        *,
+        rewrite: Callable[[bytes | None], bytes | None] | None = None,
+    ) -> dict[str, Any]:
+        """One POST of ``grant`` (plus the app's credentials) to the v2 token endpoint.
+
+        ``rewrite`` reads the raw answer first (the device flow's "not yet" answers are
+        RFC 8628 errors it turns into answers); by default an error's description becomes
+        its ``msg``.
+        """
         credentials = {"client_id": self._config.app_id, "client_secret": self._config.app_secret}
         request = (
             lark.BaseRequest.builder()
@@ -152,17 +169,21 @@ class FeishuOAuth:
             .body({**grant, **credentials})
             .build()
         )
-        now = self._clock()
-        body = await self._send("authen.oauth.token", request, lark.RequestOption())
+        return await self.send("authen.oauth.token", request, rewrite=rewrite)
+
+    async def tokens_from(
+        self, body: dict[str, Any], *, now: float, open_id: str | None, sent_refresh: str = ""
+    ) -> UserTokens:
+        """The tokens of a token endpoint's answer (asked at ``now``), with whose they are."""
         access, expires_in = body.get("access_token"), body.get("expires_in")
         if not (isinstance(access, str) and access and isinstance(expires_in, int | float)):
-            raise self._malformed("authen.oauth.token", "no access_token/expires_in")
+            raise self.malformed("authen.oauth.token", "no access_token/expires_in")
         # A refresh answer without a new refresh token keeps the one sent (larksuite's own
         # openclaw-lark does the same); a code exchange without one means the app lacks
         # offline_access, and a grant that lapses in two hours is not worth storing.
         refresh = body.get("refresh_token") or sent_refresh
         if not isinstance(refresh, str) or not refresh:
-            raise self._malformed(
+            raise self.malformed(
                 "authen.oauth.token", "no refresh_token (enable offline_access for the app)"
             )
         expires_at = now + float(expires_in)
@@ -178,14 +199,39 @@ class FeishuOAuth:
             scope=str(body.get("scope") or ""),
         )
 
+    async def send(
+        self,
+        endpoint: str,
+        request: lark.BaseRequest,
+        option: lark.RequestOption | None = None,
+        *,
+        rewrite: Callable[[bytes | None], bytes | None] | None = None,
+    ) -> dict[str, Any]:
+        """One request of the OAuth flows through the client's plumbing (see ``_send``)."""
+        return await self._send(endpoint, request, option or lark.RequestOption(), rewrite)
+
+    @property
+    def app_id(self) -> str:
+        return self._config.app_id
+
+    def basic_credentials(self) -> str:
+        """``Basic base64(app_id:app_secret)``: how the accounts host authenticates the app."""
+        pair = f"{self._config.app_id}:{self._config.app_secret}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
     async def _send(
-        self, endpoint: str, request: lark.BaseRequest, option: lark.RequestOption
+        self,
+        endpoint: str,
+        request: lark.BaseRequest,
+        option: lark.RequestOption,
+        rewrite: Callable[[bytes | None], bytes | None] | None = None,
     ) -> dict[str, Any]:
         transport = self._client.transport
+        read = rewrite or _msg_from_description
 
         async def send(option: lark.RequestOption) -> Any:
             response = await transport.send_raw_response(request, option)
-            response.raw.content = _msg_from_description(response.raw.content)
+            response.raw.content = read(response.raw.content)
             return response
 
         # The client's single attempt: counted, observed and mapped to FeishuError, but
@@ -193,7 +239,8 @@ class FeishuOAuth:
         _, body = await self._client._send(endpoint, send, option)
         return body
 
-    def _malformed(self, endpoint: str, what: str) -> FeishuTransportError:
+    def malformed(self, endpoint: str, what: str) -> FeishuTransportError:
+        """The error of an answer that is not what the endpoint promises (counted)."""
         return self._client._malformed(endpoint, what)
 
 

@@ -89,6 +89,9 @@ class PooledTransport:
         if request.files:
             # aiohttp writes the multipart Content-Type (with its boundary) itself.
             data = _form_data(request)
+        elif request.body is not None and _is_form(headers):
+            # OAuth endpoints outside the OpenAPI (RFC 6749/8628) take a form, not JSON.
+            data = urllib.parse.urlencode(request.body).encode()
         elif request.body is not None:
             data = lark.JSON.marshal(request.body).encode()
             headers.setdefault("Content-Type", "application/json; charset=utf-8")
@@ -149,10 +152,13 @@ class PooledTransport:
         return headers
 
     def _url(self, request: BaseRequest) -> str:
-        uri = request.uri
+        uri = str(request.uri)
         for key, value in (request.paths or {}).items():
             # Path parameters are ids from the outside world: encode everything.
             uri = uri.replace(":" + key, urllib.parse.quote(str(value or ""), safe=""))
+        if uri.startswith(("https://", "http://")):
+            # Our own absolute URL (Feishu's accounts host, for the device flow).
+            return uri
         return f"{self._domain}{uri}"
 
 
@@ -196,6 +202,11 @@ def _form_data(request: BaseRequest) -> aiohttp.FormData:
             content_type="application/octet-stream",
         )
     return form
+
+
+def _is_form(headers: dict[str, str]) -> bool:
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    return content_type.startswith("application/x-www-form-urlencoded")
 
 
 def _bearer(token_types: set[Any] | None, option: RequestOption) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from bot.feishu.approval_card import ApprovalCardView, approval_card
@@ -23,11 +24,18 @@ logger = logging.getLogger(__name__)
 
 class ApprovalCards:
     def __init__(
-        self, feishu: FeishuClient, store: ApprovalStore, *, config: GovernanceConfig
+        self,
+        feishu: FeishuClient,
+        store: ApprovalStore,
+        *,
+        config: GovernanceConfig,
+        acts_as_user: Callable[[str], bool] | None = None,
     ) -> None:
         self._feishu = feishu
         self._store = store
         self._config = config
+        # Whether a tool acts as the requester (their user token): the card says "as <them>".
+        self._acts_as_user = acts_as_user or (lambda tool: False)
 
     def card(self, record: ApprovalRecord) -> dict[str, Any]:
         return approval_card(self.view(record))
@@ -49,6 +57,7 @@ class ApprovalCards:
             timezone=self._config.timezone,
             console_url=self._config.console_url,
             session_grants=self._config.rules.session_grants,
+            acts_as_user=self._acts_as_user(record.tool),
         )
 
     async def post(self, record: ApprovalRecord) -> str:

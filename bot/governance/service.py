@@ -70,14 +70,18 @@ def build_governance(
     clock: Callable[[], float] = time.time,
     on_approval_outcome: Callable[[str], None] | None = None,
     names: UserNames | None = None,
+    acts_as_user: Callable[[str], bool] | None = None,
+    user_auth_gate: Hook | None = None,
 ) -> Governance:
     """``names``: the people directory (cached names and time zones), when the caller
-    shares one with other parts; else governance makes its own."""
+    shares one with other parts; else governance makes its own. ``acts_as_user``: which
+    tools act as the requester (their approval cards say so); ``user_auth_gate``: the hook
+    that gets the requester's consent for them (per-user authorisation on)."""
     approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome)
     org = OrgSettingsStore(database, clock=clock)
     audit = AuditLog(database, clock=clock)
     waits = ApprovalWaits(approvals)
-    cards = ApprovalCards(feishu, approvals, config=config)
+    cards = ApprovalCards(feishu, approvals, config=config, acts_as_user=acts_as_user)
     replays = ReplayGuard(database, clock=clock)
     names = names or UserNames(feishu)
     gate = _gate(config, approvals, waits, cards, names, connector_of, owner, clock)
@@ -95,7 +99,14 @@ def build_governance(
         audit=audit,
         waits=waits,
         sweeper=ApprovalSweeper(approvals, cards, interval=sweep_interval),
-        hooks=(ReadOnlyGuard(org), gate, ReadOnlyGuard(org)),
+        # Consent to act as the requester is asked after the approval (no one is asked to
+        # authorise a call that will be denied), and before read-only mode's last word.
+        hooks=(
+            ReadOnlyGuard(org),
+            gate,
+            *((user_auth_gate,) if user_auth_gate is not None else ()),
+            ReadOnlyGuard(org),
+        ),
         tools_for_run=ToolsForRun(tools, org),
         card_actions=CardActions(
             decisions=decisions,

@@ -23,6 +23,7 @@ from bot.store import Claim, ConversationStore, MessageLedger
 from . import texts
 from .identity import BotIdentity
 from .intake import InFlight
+from .logins import Logins
 from .questions import has_media
 from .replies import ReplyFailed, ReplySender, ReplyTarget
 from .schedule_cards import ScheduleCards
@@ -31,7 +32,17 @@ from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("/help", "/reset", "/stop", "/readonly", "/admin", "/schedules", "/plan")
+COMMANDS = (
+    "/help",
+    "/reset",
+    "/stop",
+    "/readonly",
+    "/admin",
+    "/schedules",
+    "/plan",
+    "/login",
+    "/logout",
+)
 # Commands that are questions: they run as a turn (in a mode of their own), not at once.
 PLAN_COMMAND = "/plan"
 # The reply to a message its conversation had no room for: a run in progress has taken
@@ -63,7 +74,10 @@ class MessageHandler:
         admin_help: Callable[[str], str | None] | None = None,
         waiting: WaitingMedia | None = None,
         schedules: ScheduleCards | None = None,
+        logins: Logins | None = None,
     ) -> None:
+        # /login and /logout (None: per-user authorisation is off).
+        self._logins = logins
         # /schedules: the card of the sender's scheduled tasks (None: not enabled).
         self._schedules = schedules
         # Files posted in groups without a mention, kept for the sender's next question.
@@ -134,7 +148,7 @@ class MessageHandler:
             await self._notice(parsed, texts.HELP)  # only a mention
             return
         run = self._turns.runner_for(parsed, key, earlier=earlier, mode=mode)
-        job = Job(key, parsed.message_id, parsed.text, run=run)
+        job = Job(key, parsed.message_id, parsed.text, run=run, sender=parsed.sender_open_id)
         outcome = self._workers.submit(job)
         logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
         if outcome == "refused":
@@ -168,6 +182,8 @@ class MessageHandler:
             await self._notice(message, texts.RESET)
         elif command == "/schedules":
             await self._schedules_card(message)
+        elif command in ("/login", "/logout"):
+            await self._login(command, message)
         elif self._admin is None:
             await self._notice(message, texts.HELP)
         elif command == "/readonly":
@@ -181,6 +197,18 @@ class MessageHandler:
                 actor=message.sender_open_id, chat_id=message.chat_id
             )
             await self._card_reply(message, reply)
+
+    async def _login(self, command: str, message: InboundMessage) -> None:
+        if self._logins is None:
+            await self._notice(message, texts.LOGIN_OFF)
+        elif command == "/logout":
+            await self._notice(message, await self._logins.logout(message))
+        else:
+            reply = await self._logins.login(message)
+            if reply.card_message_id:
+                await self._finish(message.message_id, reply_message_id=reply.card_message_id)
+            else:
+                await self._notice(message, reply.text)
 
     async def _schedules_card(self, message: InboundMessage) -> None:
         if self._schedules is None:

@@ -177,7 +177,8 @@ class ScheduledRuns:
         run = self._turns.runner_for(
             message, key, scheduled_task=task.id, on_status=_resolver(ended)
         )
-        if self._workers.submit(Job(key, anchor, task.prompt, run=run)) == "refused":
+        job = Job(key, anchor, task.prompt, run=run, sender=task.creator)
+        if self._workers.submit(job) == "refused":
             return False, "too many runs were waiting"
         status = await ended
         if status == "completed":

@@ -14,6 +14,9 @@ HELP = """\
 - Send me images and files (PDF, Word, Excel, PowerPoint, text, code) and ask about them.
 - Ask me to do something later or on a rhythm ("every weekday at 9 post the open tasks
   here"); `/schedules` lists your scheduled tasks, with buttons to cancel them.
+- Some tools act as you in Feishu (your calendar, your tasks, documents you can read):
+  the first time, I post a card asking you to authorise it, and carry on once you have.
+  `/login` authorises ahead of time; `/logout` withdraws it.
 - `/help` shows this message.
 - Admins: `/readonly on|off|status` switches every tool that writes off or on for the whole
   organisation; `/admin` shows the admin card.
@@ -30,6 +33,28 @@ STOPPED = "Stopped the reply in progress."
 STOPPED_CARD = "_Stopped._"
 NOTHING_TO_STOP = "Nothing is running right now."
 RESET = "Started a new conversation: earlier messages are forgotten."
+
+LOGIN_OFF = (
+    "Acting as you is not enabled here: no tool uses your own Feishu account. (An admin "
+    "turns it on with LARKGATE_TOKEN_KEY.)"
+)
+LOGIN_NO_TOOLS = "No tool here acts as you in Feishu, so there is nothing to authorise."
+LOGIN_ALREADY = (
+    "You have already authorised me to act as you for every tool that needs it. "
+    "`/logout` withdraws it."
+)
+LOGGED_OUT = (
+    "Done: I no longer act as you in Feishu and have forgotten your authorisation. "
+    "(Feishu cannot revoke a token early: the last one I had lapses by itself within two "
+    "hours, and I never use it again.)"
+)
+NOT_LOGGED_IN = "You had not authorised me to act as you, so there was nothing to withdraw."
+
+
+def login_failed(detail: str) -> str:
+    why = f" ({detail})" if detail else ""
+    return f"I could not post the authorisation card{why}. Please try again in a minute."
+
 
 MODEL_UNAVAILABLE = (
     "Sorry, the language model is not reachable right now, so I could not answer. "

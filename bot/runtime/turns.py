@@ -80,6 +80,9 @@ class TurnContext:
     # The scheduled task this run fires for ("" for a person's message): such a run may
     # not schedule tasks itself.
     scheduled_task: str = ""
+    # Whether someone else's message has joined this run (a group conversation everyone
+    # shares): then no tool acts as the sender any more (per-user authorisation).
+    others_joined: Callable[[], bool] = lambda: False
 
 
 if TYPE_CHECKING:
@@ -218,7 +221,7 @@ class TurnRunner:
                 images=question.images,
                 interrupt_queue=turn.interrupts,
                 on_event=_fan_out(events.on_event, live.on_event),
-                deps=_turn_context(message, start, live, turn.slot, extras.scheduled_task),
+                deps=_turn_context(message, start, live, turn, extras.scheduled_task),
                 run_id=run_id,
             )
             # The agent reads no more interrupts: later messages start the next turn.
@@ -367,7 +370,7 @@ def _turn_context(
     message: InboundMessage,
     start: _Started,
     live: LiveAnswer,
-    slot: RunSlot | None,
+    turn: Turn,
     scheduled_task: str,
 ) -> TurnContext:
     return TurnContext(
@@ -381,8 +384,9 @@ def _turn_context(
         thread_id=message.thread_id,
         generation=start.loaded.generation,
         live=live,
-        slot=slot,
+        slot=turn.slot,
         scheduled_task=scheduled_task,
+        others_joined=turn.joined_by_others,
     )
 
 

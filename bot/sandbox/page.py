@@ -17,15 +17,22 @@ GET  /api/resource/<message_id>/<key>
 POST /api/click        ``{user, message_id, value}``: pushes a signed
                        ``card.action.trigger`` to ``/feishu/card``, applies the card it
                        answers and returns the toast
+POST /api/open         ``{user, url}``: opens a card's link (an emulator page only) as that
+                       person's browser signed in to Feishu would: the emulator's consent
+                       or verification page, then wherever it redirects (the bot's OAuth
+                       callback); returns the status and the page's title
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -38,6 +45,8 @@ from .push import card_action_event, message_event, signed_request
 from .transcript import transcript
 
 LONG_POLL_SECONDS = 20.0
+# The heading (or first paragraph) of a page the bot or the emulator answers a link with.
+_TITLE = re.compile(r"<(?:h1|p)>(.*?)</(?:h1|p)>", re.S)
 GROUP_FILE_NOTE = "In the group the bot reads the file with your next message that mentions it."
 
 
@@ -64,6 +73,7 @@ class ChatPage:
         app.router.add_get("/api/transcript", self._transcript)
         app.router.add_post("/api/messages", self._send)
         app.router.add_post("/api/click", self._click)
+        app.router.add_post("/api/open", self._open)
         app.router.add_post("/api/attachments", self._attach)
         app.router.add_get("/api/resource/{message_id}/{key}", self._resource)
         app.cleanup_ctx.append(self._http)
@@ -188,6 +198,22 @@ class ChatPage:
             self._emulator.touch()
         toast = answer.get("toast") if isinstance(answer, dict) else None
         return web.json_response({"status": status, "toast": toast})
+
+    async def _open(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        person = _person(body.get("user"))
+        url = str(body.get("url") or "")
+        if not url.startswith(self._emulator.domain + "/"):
+            # Only the emulator's pages: the page server is no proxy to anywhere else.
+            raise web.HTTPBadRequest(text="the sandbox opens only the emulator's pages")
+        link = f"{url}{'&' if '?' in url else '?'}{urlencode({'as_user': person.open_id})}"
+        assert self._session is not None
+        async with self._session.get(link, max_redirects=3) as page:
+            text = await page.text()
+            status = page.status
+        found = _TITLE.search(text)
+        title = html.unescape(found.group(1)) if found else text[:200]
+        return web.json_response({"status": status, "title": title})
 
     async def _deliver(
         self, person: Person, chat_id: str, chat_type: str, outgoing: Outgoing

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+import socket
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from aiohttp import web
+from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.app import create_app
 from bot.config import Settings, SettingsError
 from bot.engine import Tool
+from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
 from .emulator import FakeFeishu
@@ -35,10 +38,23 @@ def check_dev_settings(settings: Settings) -> None:
 
 
 def dev_settings(
-    settings: Settings, *, domain: str, app_secret: str, token: str, key: str
+    settings: Settings,
+    *,
+    domain: str,
+    app_secret: str,
+    token: str,
+    key: str,
+    bot_url: str = "",
 ) -> Settings:
-    """The user's settings with Feishu pointed at the emulator (a clear error without a model)."""
+    """The user's settings with Feishu pointed at the emulator (a clear error without a model).
+
+    Per-user authorisation is on, against the emulator's OAuth: the consent page sends the
+    browser back to the bot at ``bot_url``, and without a LARKGATE_TOKEN_KEY of the user's
+    the session seals tokens with a key of its own (the emulator forgets its grants when it
+    stops anyway).
+    """
     check_dev_settings(settings)
+    token_key = settings.larkgate_token_key.get_secret_value() or Fernet.generate_key().decode()
     update: dict[str, object] = {
         "feishu_app_id": APP_ID,
         "feishu_app_secret": SecretStr(app_secret),
@@ -47,6 +63,8 @@ def dev_settings(
         "feishu_domain": domain,
         "feishu_event_mode": "webhook",
         "larkgate_admins": tuple(dict.fromkeys([*settings.larkgate_admins, ADMIN.open_id])),
+        "larkgate_public_url": bot_url,
+        "larkgate_token_key": SecretStr(token_key),
     }
     if "database_url" not in settings.model_fields_set:
         update["database_url"] = DEV_DATABASE_URL
@@ -64,12 +82,14 @@ class Sandbox:
         port: int = 8765,
         tools: Sequence[Tool] = (),
         connectors: ConnectorsConfig | None = None,
+        connector_classes: Mapping[str, type[Connector]] | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
         self._port = port
         self._tools = tools
         self._connectors = connectors
+        self._connector_classes = connector_classes
         secret = secrets.token_urlsafe(16)
         self._token = secrets.token_urlsafe(16)
         self._key = secrets.token_urlsafe(24)
@@ -90,17 +110,25 @@ class Sandbox:
     async def start(self) -> Self:
         try:
             await self.emulator.start()
+            # The bot's port is known before its settings: the OAuth callback's URL is in them.
+            bot_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            bot_socket.bind(("127.0.0.1", 0))
+            self.bot_url = f"http://127.0.0.1:{bot_socket.getsockname()[1]}"
             self.bot_settings = dev_settings(
                 self._settings,
                 domain=self.emulator.domain,
                 app_secret=self.emulator.app_secret,
                 token=self._token,
                 key=self._key,
+                bot_url=self.bot_url,
             )
             self.bot_app = create_app(
-                self.bot_settings, tools=self._tools, connectors=self._connectors
+                self.bot_settings,
+                tools=self._tools,
+                connectors=self._connectors,
+                connector_classes=self._connector_classes,
             )
-            self.bot_url = await self._serve(self.bot_app, "127.0.0.1", 0)
+            await self._serve_on(self.bot_app, bot_socket)
             endpoint = BotEndpoint(self.bot_url, self._token, self._key)
             page = ChatPage(self.emulator, endpoint, self.bot_settings.llm_model)
             self.page_url = await self._serve(page.app(), self._host, self._port)
@@ -120,6 +148,17 @@ class Sandbox:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+    async def _serve_on(self, app: web.Application, sock: socket.socket) -> None:
+        shutdown = self._settings.larkgate_shutdown_grace_seconds + 1
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown)
+        self._runners.append(runner)
+        try:
+            await runner.setup()
+        except BaseException:
+            sock.close()
+            raise
+        await web.SockSite(runner, sock).start()
 
     async def _serve(self, app: web.Application, host: str, port: int) -> str:
         shutdown = self._settings.larkgate_shutdown_grace_seconds + 1

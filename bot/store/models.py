@@ -394,3 +394,29 @@ class UserTokenRow(SQLModel, table=True):
     refresh_owner: str = Field(sa_type=String)
     created_at: float = Field(sa_type=Double)
     updated_at: float = Field(sa_type=Double)
+
+
+class UserAuthorizationRow(SQLModel, table=True):
+    """A request for a person's consent (issue 18): the authorisation card posted for it and
+    where it stands. ``id`` is the OAuth state's nonce, so the callback (on any replica)
+    finds the request it answers; ``state`` moves once, from ``pending`` to ``authorised``,
+    ``expired``, ``cancelled`` or ``refused``, by a conditional update. No token is here."""
+
+    __tablename__ = "user_authorizations"
+    __table_args__ = (Index("ix_user_authorizations_state_expires_at", "state", "expires_at"),)
+
+    id: str = Field(sa_type=String, primary_key=True)
+    open_id: str = Field(sa_type=String)  # who must consent: the person who asked
+    chat_id: str = Field(sa_type=String)
+    message_id: str = Field(sa_type=String)  # the card replies to it
+    thread_id: str = Field(sa_type=String)  # "" when not in a thread
+    scopes: str = Field(sa_type=Text)  # space-separated, as the consent page asks them
+    purpose: str = Field(sa_type=Text)  # what the bot wants to do, as the card says
+    flow: str = Field(sa_type=String)  # code (redirect) or device
+    state: str = Field(sa_type=String)
+    note: str | None = Field(default=None, sa_type=Text)
+    card_message_id: str | None = Field(default=None, sa_type=String)
+    owner: str = Field(sa_type=String)  # the process that waits ("" when none does: /login)
+    created_at: float = Field(sa_type=Double)
+    expires_at: float = Field(sa_type=Double)
+    decided_at: float | None = Field(default=None, sa_type=Double)

@@ -19,6 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -26,6 +27,7 @@ from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
 from bot.oauth_tokens import UserTokens
+from bot.store.audit import AuditEntry, write_audit
 from bot.store.db import Database
 from bot.store.models import UserTokenRow, table_of
 
@@ -46,6 +48,18 @@ class TokenDecryptError(Exception):
 
 class UserTokensMissing(LookupError):
     """The person has no stored tokens: they must authorise first."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserGrant:
+    """What is known of a person's stored authorisation without the key: never a token."""
+
+    open_id: str
+    scope: str
+    expires_at: float
+    refresh_expires_at: float
+    created_at: float
+    updated_at: float
 
 
 class TokenCipher:
@@ -142,12 +156,20 @@ class UserTokenStore:
         row = await self._db.transact(_read, open_id, write=False)
         return None if row is None else self._tokens(row)
 
-    async def delete(self, open_id: str) -> bool:
-        """Forget the person's tokens (``/logout``, an admin's revoke); True if there were any."""
-        deleted = await self._db.transact(_delete, open_id)
+    async def delete(self, open_id: str, *, audit: AuditEntry | None = None) -> bool:
+        """Forget the person's tokens (``/logout``, an admin's revoke); True if there were any.
+
+        ``audit`` is written in the same transaction, and only when there was something to
+        delete.
+        """
+        deleted = await self._db.transact(_delete, open_id, audit, self._clock())
         if deleted:
             logger.info("deleted the Feishu user tokens of %s", open_id)
         return deleted
+
+    async def grants(self) -> list[UserGrant]:
+        """Everyone's stored authorisation, most recently renewed first (no key needed)."""
+        return await self._db.transact(_grants, write=False)
 
     async def refresh_if_needed(
         self,
@@ -248,8 +270,17 @@ def _read(connection: Connection, open_id: str) -> Any:
     return connection.execute(select(_t).where(_c.open_id == open_id)).first()
 
 
-def _delete(connection: Connection, open_id: str) -> bool:
-    return bool(connection.execute(delete(_t).where(_c.open_id == open_id)).rowcount)
+def _delete(connection: Connection, open_id: str, audit: AuditEntry | None, now: float) -> bool:
+    deleted = bool(connection.execute(delete(_t).where(_c.open_id == open_id)).rowcount)
+    if deleted and audit is not None:
+        write_audit(connection, audit, now)
+    return deleted
+
+
+def _grants(connection: Connection) -> list[UserGrant]:
+    columns = [getattr(_c, name) for name in UserGrant.__slots__]
+    rows = connection.execute(select(*columns).order_by(_c.updated_at.desc(), _c.open_id))
+    return [UserGrant(*row) for row in rows]
 
 
 def _take(connection: Connection, open_id: str, owner: str, now: float, until: float) -> bool:

@@ -136,6 +136,44 @@ async def test_console_sign_in_watch_approve_and_read_only(bot, browser_page, sh
     await page.locator("#audit tr", has_text="schedule.cancelled").wait_for()
     assert (await bot.services.schedules.get(task.id)).state == "cancelled"
 
+    # Without LARKGATE_TOKEN_KEY, the console says per-user authorisation is off.
+    await page.get_by_text("Per-user authorisation is off").wait_for()
+
+
+async def test_console_revokes_a_persons_authorisation(tmp_path, browser_page, shoot):
+    from bot.oauth_tokens import UserTokens
+
+    from support.user_auth import TOKEN_KEY
+
+    page = browser_page
+    async with FakeFeishu(bot_open_id=BOT_OPEN_ID) as feishu, FakeOpenAIServer() as llm_server:
+        settings = settings_for(
+            tmp_path,
+            feishu,
+            llm_server,
+            larkgate_console_token=TOKEN,
+            larkgate_admins=ADMIN,
+            larkgate_token_key=TOKEN_KEY,
+        )
+        async with running_bot(settings, feishu, llm_server) as bot:
+            now = time.time()
+            granted = UserTokens(
+                USER, "u-secret", "ur-secret", now + 7200, now + 86400, "task:read"
+            )
+            await bot.services.user_auth.tokens.save(USER, granted)
+            await page.goto(bot.url + "/console")
+            await page.fill("#token", TOKEN)
+            await page.click("#signin-form button[type=submit]")
+            row = page.locator(f'#authorizations tr[data-person="{USER}"]')
+            await row.get_by_text("task:read").wait_for()
+            assert "u-secret" not in await page.content()  # never sent to the console
+            await shoot(page, "console-authorizations")
+            page.once("dialog", lambda dialog: dialog.accept())
+            await row.locator("button", has_text="Revoke").click()
+            await page.get_by_text("Nobody has let the bot act as them.").wait_for()
+            await page.locator("#audit tr", has_text="user_auth.revoked").wait_for()
+            assert await bot.services.user_auth.tokens.get(USER) is None
+
 
 async def test_console_shows_a_plan_as_a_checklist_with_each_steps_calls(
     tmp_path, browser_page, shoot

@@ -21,6 +21,7 @@ from aiohttp import web
 from bot.app import SERVICES, Services, create_app
 from bot.config import Settings, load_settings
 from bot.engine import LLM, Tool
+from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
 from fakes.feishu_push import card_action_event, message_event, plain_request, signed_request
@@ -191,6 +192,7 @@ async def running_bot(
     tools: Sequence[Tool] = (),
     connectors: ConnectorsConfig | None = None,
     clock: Callable[[], float] = time.time,
+    connector_classes: Mapping[str, type[Connector]] | None = None,
 ) -> AsyncIterator[Bot]:
     # No connectors unless a test asks: their tools would change what the model is sent.
     app = create_app(
@@ -200,6 +202,7 @@ async def running_bot(
         tools=tools,
         connectors=connectors or ConnectorsConfig(explicit=True),
         clock=clock,
+        connector_classes=connector_classes,
     )
     # The server is cleaned up before the session is closed.
     async with (

@@ -100,6 +100,8 @@ GOLDEN: dict[str, Callable[[], dict[str, Any]]] = {
             console_url="https://bot.example.com/console",
         )
     ),
+    # A write that runs with the requester's own Feishu account: the card says as whom.
+    "approval_pending_as_user": lambda: approval_card(replace(PENDING, acts_as_user=True)),
     "admin_off": lambda: admin_card(
         AdminCardView(
             read_only=False,
@@ -486,3 +488,12 @@ def test_escape_markdown():
     assert escape_markdown("a*b_c <x> [y] `z` ~ | \\ &") == (
         "a&#42;b&#95;c &#60;x&#62; &#91;y&#93; &#96;z&#96; &#126; &#124; &#92; &#38;"
     )
+
+
+def test_a_call_that_acts_as_the_requester_says_so():
+    card = approval_card(replace(PENDING, acts_as_user=True))
+    facts = _markdown_of(card, "facts")
+    assert "**Tool** `sql_execute` as <at id=ou_requester></at>" in facts
+    assert "their own Feishu account and permissions, not the bot's" in facts
+    assert card["header"]["subtitle"]["content"] == "sql_execute as the requester"
+    assert "as <at" not in _markdown_of(approval_card(PENDING), "facts")

@@ -220,3 +220,28 @@ async def test_a_state_is_used_once_across_processes(db, other_db, clock):
         first_use(ReplayGuard(other_db, clock=clock), claims, now=clock()),
     )
     assert sorted([first, second]) == [False, True]
+
+
+async def test_grants_list_who_authorised_without_a_key_or_a_token(store, db, clock):
+    await store.save("ou_alice", tokens(clock))
+    clock.advance(5)
+    await store.save("ou_bob", tokens(clock, open_id="ou_bob", access="u-bob", refresh="ur-bob"))
+    keyless = UserTokenStore(db, TokenCipher.from_setting(Fernet.generate_key().decode()))
+    grants = await keyless.grants()
+    assert [g.open_id for g in grants] == ["ou_bob", "ou_alice"]  # most recently renewed first
+    assert grants[1].scope == "calendar:calendar task:task:read"
+    assert grants[1].expires_at == clock() - 5 + 7200
+    shown = repr(grants)
+    for secret in (ACCESS, REFRESH, "u-bob", "ur-bob"):
+        assert secret not in shown
+
+
+async def test_a_delete_writes_its_audit_row_only_when_it_deleted(store, db, clock):
+    from bot.store.audit import AuditEntry, AuditLog
+
+    entry = AuditEntry("user_auth.revoked", actor="ou_admin", target="ou_alice")
+    assert not await store.delete("ou_alice", audit=entry)
+    await store.save("ou_alice", tokens(clock))
+    assert await store.delete("ou_alice", audit=entry)
+    (row,) = await AuditLog(db, clock=clock).recent()
+    assert (row.action, row.actor, row.target) == ("user_auth.revoked", "ou_admin", "ou_alice")

@@ -20,8 +20,11 @@ ones larksuite/openclaw-lark names (research/feishu-bots.md). The authorisation-
 below are Feishu's v2 token docs as we remember them, not verified against a captured
 answer: bot.feishu.errors does not map them, so the client raises a plain FeishuError.
 
-Test controls: ``consent_as``, ``expire_user_tokens(open_id)`` (access tokens lapse),
-``expire_refresh_tokens(open_id)``, ``revoke_user_grant(open_id)`` (both die), ``user_grants``.
+The device authorization grant (no redirect; module ``device``) shares the token endpoint.
+
+Test controls: ``consent_as``, ``withheld_scopes`` (left out of every consent),
+``expire_user_tokens(open_id)`` (access tokens lapse), ``expire_refresh_tokens(open_id)``,
+``revoke_user_grant(open_id)`` (both die), ``user_grants``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from .core import EmulatorCore
+from .device import DEVICE_GRANT, DeviceApi, DeviceRefused, device_error
 from .identity import bearer
 from .wire import FakeError, parse_json
 
@@ -78,8 +82,9 @@ class FakeUserGrant:
     revoked: bool = False
 
 
-class OAuthApi(EmulatorCore):
+class OAuthApi(DeviceApi, EmulatorCore):
     def _init_oauth(self) -> None:
+        self._init_device()
         self.consenting_user = "ou_fake_alice"
         self.code_ttl = 300.0
         self.user_token_ttl = 7200.0
@@ -87,6 +92,8 @@ class OAuthApi(EmulatorCore):
         # False: a refresh answers without refresh_token(_expires_in), the old one stays
         # good (Feishu's own clients handle such answers).
         self.rotate_refresh_tokens = True
+        # Scopes a consent leaves out whatever was asked (the app may not ask for them).
+        self.withheld_scopes: set[str] = set()
         self.oauth_codes: dict[str, FakeCode] = {}
         # Keyed by both tokens of a pair: the access token and the refresh token.
         self.user_grants: dict[str, FakeUserGrant] = {}
@@ -98,6 +105,7 @@ class OAuthApi(EmulatorCore):
             ("GET", AUTHORIZE_PATH, self._authorize),
             ("POST", USER_TOKEN_PATH, self._user_token),
             ("GET", USER_INFO_PATH, self._user_info),
+            *self._device_routes(),
         ]
 
     # -- test controls ----------------------------------------------------------------
@@ -138,7 +146,9 @@ class OAuthApi(EmulatorCore):
             self.oauth_codes[code] = FakeCode(
                 open_id=query.get("as_user") or self.consenting_user,
                 redirect_uri=redirect_uri,
-                scope=query.get("scope", ""),
+                scope=" ".join(
+                    s for s in query.get("scope", "").split() if s not in self.withheld_scopes
+                ),
                 challenge=query["code_challenge"],
                 expires_at=time.time() + self.code_ttl,
             )
@@ -157,10 +167,15 @@ class OAuthApi(EmulatorCore):
                 grant = self._redeem_code(body)
             elif body.get("grant_type") == "refresh_token":
                 grant = self._rotate(str(body.get("refresh_token") or ""))
+            elif body.get("grant_type") == DEVICE_GRANT:
+                open_id, scope = self._redeem_device(body)
+                grant = FakeUserGrant(open_id, scope, 0.0, 0.0)
             else:
                 return _oauth_error(20001, "unsupported_grant_type", "unknown grant_type")
         except _Refused as refused:
             return _oauth_error(refused.code, refused.error, refused.description)
+        except DeviceRefused as refused:
+            return device_error(refused)
         return self._issue(grant)
 
     def _redeem_code(self, body: dict[str, Any]) -> FakeUserGrant:

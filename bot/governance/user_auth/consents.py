@@ -1,0 +1,65 @@
+"""What happens once a person has consented: their grant stored, the request ended, the
+card rewritten, and whoever waits woken. The same for both flows and on any replica.
+
+The tokens are saved before the request is marked authorised, so a waiter that sees the
+request end (here, or through another replica's watcher) finds the grant already there.
+The callers check first that the tokens are the asker's own: nothing here stores a grant
+for anyone but the person the request names.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.oauth_tokens import UserTokens
+from bot.store.user_authorizations import (
+    AuthorizationRecord,
+    AuthorizationState,
+    Transition,
+    UserAuthorizationStore,
+)
+from bot.store.user_tokens import UserTokenStore
+
+from .cards import AuthorizationCards
+from .waits import AuthorizationWaits
+
+logger = logging.getLogger(__name__)
+
+
+class Consents:
+    def __init__(
+        self,
+        *,
+        tokens: UserTokenStore,
+        requests: UserAuthorizationStore,
+        cards: AuthorizationCards,
+        waits: AuthorizationWaits,
+    ) -> None:
+        self._tokens = tokens
+        self._requests = requests
+        self._cards = cards
+        self._waits = waits
+
+    async def record(self, request: AuthorizationRecord, tokens: UserTokens) -> Transition:
+        """Store the asker's consent and end their request as authorised."""
+        if tokens.open_id != request.open_id:
+            raise ValueError("a consent is only ever recorded for the person who was asked")
+        await self._tokens.save(request.open_id, tokens)
+        transition = await self._requests.authorise(request.id, scope=tokens.scope)
+        if transition.changed and transition.record is not None:
+            logger.info("%s authorised request %s", request.open_id, request.id)
+            await self.ended(transition.record)
+        return transition
+
+    async def close(
+        self, request_id: str, state: AuthorizationState, note: str | None = None
+    ) -> Transition:
+        """End a pending request without a consent; the card says why."""
+        transition = await self._requests.close(request_id, state, note)
+        if transition.changed and transition.record is not None:
+            await self.ended(transition.record)
+        return transition
+
+    async def ended(self, record: AuthorizationRecord) -> None:
+        self._waits.resolve(record)
+        await self._cards.refresh(record)
