@@ -291,9 +291,10 @@ async def _governed_tools(
         time_zone_of=names.time_zone,
         clock=base.clock,
     )
-    # Without per-user authorisation, a tool that acts as the asker could only fail.
-    connector_tools = [t for t in hub.registry if user_auth or t.name not in user_scopes]
-    registry = ToolRegistry([*connector_tools, *schedule_tools.tools(), *overrides.tools])
+    # The tools that act as the asker stay offered without per-user authorisation: each
+    # then says what an admin must set, where otherwise the model would answer "my
+    # calendar" from the bot's own calendar as if it were the asker's.
+    registry = ToolRegistry([*hub.registry, *schedule_tools.tools(), *overrides.tools])
     governance = build_governance(
         settings.governance(),
         database=base.database,

@@ -347,7 +347,15 @@ async def test_without_a_token_key_nothing_acts_as_anyone(tmp_path, feishu, llm_
     async with running_bot(
         settings, feishu, llm_server, connectors=connectors, connector_classes=CONNECTORS
     ) as bot:
-        assert "my_name" not in bot.services.tools.names()  # never offered to the model
+        # Offered, so that the model does not answer from the app's own data instead; the
+        # tool says per-user authorisation is off, and nothing runs as anyone.
+        AsMe.calls.clear()
+        await bot.say("om_0", "what is my name in Feishu?")
+        await answer_to(bot, "om_0")
+        await bot.settle()
+        assert AsMe.calls == []
+        assert any("per-user authorisation is off" in o for o in tool_observations(llm_server))
+        assert auth_cards(bot, "om_0") == []
         await bot.say("om_1", "/login")
         assert "not enabled here" in await bot.reply("om_1")
         status, _ = await _get(bot.url + "/feishu/oauth/callback?code=x&state=y")
