@@ -429,14 +429,15 @@ class _SqliteThread:
             # E.g. "database is locked": another process held the write lock past the timeout.
             self._close_if_broken(connection)
             raise DBAPIError.instance(begin, None, error, sqlite3.Error) from error
-        transaction = None
+        # No SQLAlchemy transaction object either: a `Prepared` statement runs on the
+        # driver, and SQLAlchemy begins its own (without a statement on SQLite) only when
+        # fn runs a statement through it. Whoever began it ends it.
         try:
-            transaction = connection.begin()
             result = fn(connection, *args)
         except BaseException:
             try:
-                if transaction is not None:
-                    transaction.rollback()
+                if connection.in_transaction():
+                    connection.rollback()
                 else:
                     self._driver.rollback()
             except BaseException:
@@ -445,12 +446,21 @@ class _SqliteThread:
             self._close_if_broken(connection)
             raise
         try:
-            transaction.commit()
+            if connection.in_transaction():
+                connection.commit()
+            else:
+                self._commit_driver()
         except BaseException:
             # A failed COMMIT (e.g. SQLITE_BUSY) leaves the transaction open: drop it.
             self._close()
             raise
         return result
+
+    def _commit_driver(self) -> None:
+        try:
+            self._driver.commit()
+        except sqlite3.Error as error:
+            raise DBAPIError.instance("COMMIT", None, error, sqlite3.Error) from error
 
     def _close_if_broken(self, connection: Connection) -> None:
         """Close a connection that a failed transaction left unusable or still open."""
