@@ -153,7 +153,9 @@ async def test_long_answers_arrive_as_continuation_cards(tmp_path, feishu, llm_s
 
     def handler(body):
         if body.get("stream"):
-            return Reply(content=long_answer)
+            # 200 chunks: what is tested is the split into cards, not the SDK's parsing of
+            # 14,000 four-character chunks.
+            return Reply(content=long_answer, chunk_size=len(long_answer) // 200)
         return Reply(content="draft")
 
     llm_server.handler = handler

@@ -147,7 +147,7 @@ raw_plan = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(raw_plan)
 def test_validation_raises_only_plan_errors_and_accepts_only_dags(data: object):
     try:
