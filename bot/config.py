@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("")
     llm_model: str = ""
     llm_context_budget: int = Field(default=96_000, ge=1_000)
+    # Seconds one model call may take (each retry gets as long): a small model on a CPU
+    # can need minutes for a prompt with a tool catalogue.
+    llm_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Whether the main model takes images; without, LLM_VISION_MODEL (if set) describes them.
     llm_vision: bool = True
     llm_vision_model: str = ""
@@ -225,6 +228,7 @@ class Settings(BaseSettings):
             api_key=self.llm_api_key.get_secret_value() or "not-needed",
             model=self.llm_model,
             context_budget=self.llm_context_budget,
+            timeout=self.llm_timeout_seconds,
         )
 
     def vision_llm(self) -> LLMConfig | None:
@@ -237,6 +241,7 @@ class Settings(BaseSettings):
             api_key=key or "not-needed",
             model=self.llm_vision_model,
             context_budget=self.llm_context_budget,
+            timeout=self.llm_timeout_seconds,
         )
 
     def agent(self, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -265,6 +270,7 @@ class Settings(BaseSettings):
                 api_key=endpoint.api_key or main.api_key,
                 model=endpoint.model,
                 context_budget=main.context_budget,
+                timeout=main.timeout,
             )
             for hint, endpoint in self.agent().models.items()
         }
@@ -403,6 +409,7 @@ class LLMConfig:
     api_key: str = field(repr=False)
     model: str
     context_budget: int
+    timeout: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

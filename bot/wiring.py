@@ -599,7 +599,12 @@ def live_reply(
 
 
 def _client(config: LLMConfig) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM(base_url=config.base_url, api_key=config.api_key, model=config.model)
+    return OpenAICompatibleLLM(
+        base_url=config.base_url,
+        api_key=config.api_key,
+        model=config.model,
+        timeout=config.timeout,
+    )
 
 
 def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transcribe | None]:

@@ -444,3 +444,20 @@ def test_a_bad_token_key_stops_the_bot_before_it_starts():
     )
     with pytest.raises(SettingsError, match="Fernet key"):
         create_app(settings)
+
+
+def test_the_model_call_timeout_is_a_setting_every_client_gets(monkeypatch, tmp_path):
+    from bot.wiring import _client
+
+    assert load_settings().llm().timeout == 60.0
+    monkeypatch.setenv("LLM_TIMEOUT_SECONDS", "300")
+    monkeypatch.setenv("LLM_VISION_MODEL", "eyes")
+    _with_config(monkeypatch, tmp_path, '[models.fast]\nmodel = "small"\n')
+    settings = load_settings()
+    configs = [settings.llm(), settings.vision_llm(), settings.hint_models()["fast"]]
+    assert [c.timeout for c in configs if c is not None] == [300.0] * 3
+    assert _client(settings.llm())._client.timeout == 300.0  # what the openai SDK waits
+    for wrong in ("0", "-1", "7200"):
+        monkeypatch.setenv("LLM_TIMEOUT_SECONDS", wrong)
+        with pytest.raises(SettingsError, match=r"LLM_TIMEOUT_SECONDS|llm_timeout_seconds"):
+            load_settings()
