@@ -233,6 +233,28 @@ async def test_stop_while_waiting_cancels_the_approval(governed, deployer):
     assert deployer.runs == []
 
 
+async def test_stop_while_the_card_is_being_posted_leaves_no_live_buttons(
+    governed, deployer, feishu
+):
+    # /stop lands while Feishu is still answering the card's post: the post finishes, and
+    # the card is rewritten as cancelled instead of offering buttons nobody can rewrite.
+    feishu.slow("POST", r"/om_12/reply$", 0.5, times=1, body_regex="approval-")
+    async with governed() as bot:
+        await bot.say("om_12", "deploy api")
+        await bot.wait_for(
+            lambda: any(b"approval-" in r.body for r in feishu.requests if r.method == "POST")
+        )
+        await bot.say("om_13", "/stop")
+        await bot.reply("om_13")
+        card = await first_card(bot, "om_12")
+        await bot.wait_for(lambda: header(feishu_message(bot, card).content) == "Cancelled")
+        await bot.settle()
+        assert not callback_values(feishu_message(bot, card).content)
+        audit = await AuditLog(bot.services.database).recent(action="approval.")
+        assert [a.action for a in audit] == ["approval.cancelled"]
+    assert deployer.runs == []
+
+
 async def test_a_stale_card_is_closed_after_a_restart(tmp_path, feishu, llm_server, deployer):
     """An approval left pending by a process that died is cancelled and its card rewritten."""
     settings = settings_for(tmp_path, feishu, llm_server, larkgate_admins=ADMIN)

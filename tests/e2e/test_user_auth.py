@@ -605,9 +605,13 @@ async def test_a_stopping_bot_leaves_an_open_request_open_for_a_later_consent(
     from bot.store import Database
     from bot.store.user_authorizations import PENDING, UserAuthorizationStore
 
+    # The stop lands while Feishu is still answering the card's post (the window where a
+    # stop used to leave a posted card unlinked, so a later consent could not rewrite it).
+    feishu.slow("POST", r"/open-apis/im/v1/messages/om_1/reply$", 0.5, times=1)
     async with as_user(calling("my_name")) as bot:
         await bot.say("om_1", "/login")
-        card = await auth_card(bot, "om_1")
+        await bot.wait_for(lambda: any(r.path.endswith("/om_1/reply") for r in feishu.requests))
+    card = auth_cards(bot, "om_1")[0]
     from e2e import harness
 
     url = harness.DATABASE_URL or f"sqlite+aiosqlite:///{tmp_path}/bot.db"

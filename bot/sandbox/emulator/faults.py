@@ -26,9 +26,12 @@ class FaultRule:
     msg: str | None = None
     raw_body: str | bytes | None = None
     error: Mapping[str, Any] | None = None
+    body: re.Pattern[str] | None = None  # None: any body
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, body: bytes = b"") -> bool:
         if self.times is not None and self.times <= 0:
+            return False
+        if self.body is not None and self.body.search(body.decode("utf-8", "replace")) is None:
             return False
         return self.method in ("*", method) and self.path.search(path) is not None
 
@@ -88,9 +91,21 @@ class FaultControls(EmulatorCore):
         }
         self.fail(method, path_regex, 99991672, msg=msg, times=times, error=error)
 
-    def slow(self, method: str, path_regex: str, seconds: float, *, times: int | None = None):
-        """Delay matching requests by ``seconds``, then answer them normally."""
-        self._slow.append(FaultRule(method.upper(), re.compile(path_regex), times, seconds))
+    def slow(
+        self,
+        method: str,
+        path_regex: str,
+        seconds: float,
+        *,
+        times: int | None = None,
+        body_regex: str | None = None,
+    ) -> None:
+        """Delay matching requests (those whose body matches ``body_regex`` too, when
+        given) by ``seconds``, then answer them normally."""
+        body = re.compile(body_regex) if body_regex is not None else None
+        self._slow.append(
+            FaultRule(method.upper(), re.compile(path_regex), times, seconds, body=body)
+        )
 
     def _fault_response(self, fault: FaultRule) -> web.Response:
         if fault.raw_body is not None:

@@ -147,8 +147,9 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultCon
             await self._notify()
 
     async def _answer(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body = request[RECORDED].body
         for rule in self._slow:
-            if rule.matches(request.method, request.path):
+            if rule.matches(request.method, request.path, body):
                 rule.consume()
                 await self._pause(rule.delay)
         fault = next((f for f in self._faults if f.matches(request.method, request.path)), None)
