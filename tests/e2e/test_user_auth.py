@@ -14,6 +14,7 @@ import pytest
 from bot.store.audit import AuditLog
 
 from e2e.harness import Bot, running_bot, settings_for, text_of
+from e2e.test_approvals import first_card
 from e2e.test_budgets import MENTION
 from fakes.feishu_server import FakeMessage
 from fakes.openai_server import Reply
@@ -478,11 +479,7 @@ async def test_a_turn_someone_else_joined_no_longer_acts_as_its_starter(as_user,
 async def test_an_approval_for_a_write_as_the_user_says_as_whom(as_user, feishu):
     async with as_user(calling("note_as_me", {"text": "hello"})) as bot:
         await bot.say("om_1", "note hello as me")
-        await bot.wait_for(lambda: bool(bot.replies_to("om_1")))
-        await bot.wait_for(
-            lambda: any("Approval" in json.dumps(m.content) for m in bot.replies_to("om_1"))
-        )
-        approval = next(m for m in bot.replies_to("om_1") if "Approval" in json.dumps(m.content))
+        approval = await first_card(bot, "om_1")
         facts = json.dumps(approval.content, ensure_ascii=False)
         assert f"`note_as_me` as <at id={ALICE}></at>" in facts
         assert "own Feishu account" in facts
