@@ -124,11 +124,13 @@ class UserTokenStore:
             db.insert(_t)
             .on_conflict_do_update(
                 index_elements=["open_id"],
+                # A consent outranks a refresh in flight: taking its lease away makes that
+                # refresh's write find nothing to update (see _store_refreshed).
                 set_={
                     name: bindparam("p_" + name)
                     for name in ("ciphertext", "expires_at", "refresh_expires_at", "scope")
                 }
-                | {"updated_at": bindparam("p_now")},
+                | {"updated_at": bindparam("p_now"), "refreshing_until": 0.0, "refresh_owner": ""},
             )
             .values(
                 open_id=bindparam("p_open_id"),
@@ -196,7 +198,10 @@ class UserTokenStore:
             if not tokens.expires_within(within_seconds, now=self._clock()):
                 return tokens
             if await self._take_lease(open_id, lease_seconds):
-                return await self._refresh_holding_lease(open_id, within_seconds, refresh)
+                fresh = await self._refresh_holding_lease(open_id, within_seconds, refresh)
+                if fresh is not None:
+                    return fresh
+                continue  # revoked, or consented again, meanwhile: read what is stored now
             if asyncio.get_running_loop().time() >= deadline:
                 raise TimeoutError(f"another process is still refreshing the tokens of {open_id}")
             await asyncio.sleep(poll_seconds)
@@ -206,7 +211,10 @@ class UserTokenStore:
         open_id: str,
         within_seconds: float,
         refresh: Callable[[str], Awaitable[UserTokens]],
-    ) -> UserTokens:
+    ) -> UserTokens | None:
+        """The refreshed tokens; None when they were not stored because the grant changed
+        under the lease (a revoke deleted it, a new consent replaced it, or the lease ran
+        out and another process took it)."""
         try:
             # Read again under the lease: the previous holder may have just finished.
             tokens = await self.get(open_id)
@@ -222,8 +230,10 @@ class UserTokenStore:
             await self._release(open_id)
             logger.warning("refreshing the Feishu user tokens of %s failed", open_id)
             raise
-        row = self._row(open_id, fresh)
-        await self._db.transact(_save_and_release, self._upsert, row, self._owner)
+        row = self._row(open_id, fresh) | {"p_owner": self._owner}
+        if not await self._db.transact(_store_refreshed, row):
+            logger.info("the Feishu user tokens of %s changed during a refresh; kept", open_id)
+            return None
         logger.info("refreshed the Feishu user tokens of %s", open_id)
         return fresh
 
@@ -260,10 +270,25 @@ def _save(connection: Connection, upsert: Any, row: dict[str, Any]) -> None:
     connection.execute(upsert, row)
 
 
-def _save_and_release(connection: Connection, upsert: Any, row: dict[str, Any], owner: str) -> None:
-    connection.execute(upsert, row)
-    # Only our own lease: if it ran out and someone else holds one now, it is theirs.
-    _release(connection, row["p_open_id"], owner)
+# An update, never an upsert, and only while this process still holds the lease: a revoke
+# that deleted the row stays revoked, and a consent that replaced the grant is kept.
+_STORE_REFRESHED = (
+    update(_t)
+    .where(_c.open_id == bindparam("p_open_id"), _c.refresh_owner == bindparam("p_owner"))
+    .values(
+        ciphertext=bindparam("p_ciphertext"),
+        expires_at=bindparam("p_expires_at"),
+        refresh_expires_at=bindparam("p_refresh_expires_at"),
+        scope=bindparam("p_scope"),
+        updated_at=bindparam("p_now"),
+        refreshing_until=0.0,
+        refresh_owner="",
+    )
+)
+
+
+def _store_refreshed(connection: Connection, row: dict[str, Any]) -> bool:
+    return bool(connection.execute(_STORE_REFRESHED, row).rowcount)
 
 
 def _read(connection: Connection, open_id: str) -> Any:

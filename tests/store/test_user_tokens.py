@@ -183,6 +183,47 @@ async def test_a_dead_holders_lease_runs_out(store, other_store, clock):
     assert got.access_token == "u-after"
 
 
+async def test_a_revoke_during_a_refresh_stays_revoked(store, other_store, clock):
+    # /logout (or an admin's revoke, on another replica) lands while Feishu answers the
+    # refresh: the refreshed tokens must not bring the grant back.
+    await store.save("ou_alice", tokens(clock, expires_in=60))
+
+    async def refresh(_: str) -> UserTokens:
+        assert await other_store.delete("ou_alice")
+        return tokens(clock, access="u-resurrected", refresh="ur-resurrected")
+
+    with pytest.raises(UserTokensMissing):
+        await store.refresh_if_needed("ou_alice", within_seconds=300, refresh=refresh)
+    assert await store.get("ou_alice") is None
+    assert await _raw_rows(store._db) == []
+
+
+async def test_a_consent_during_a_refresh_keeps_the_new_grant(store, other_store, clock):
+    # The person consents to more scopes while another replica refreshes the old grant:
+    # the refresh of the old grant must not overwrite the new one.
+    await store.save("ou_alice", tokens(clock, expires_in=60))
+    wider = UserTokens(
+        open_id="ou_alice",
+        access_token="u-consented",
+        refresh_token="ur-consented",
+        expires_at=clock() + 7200,
+        refresh_expires_at=clock() + 30 * 86400,
+        scope="calendar:calendar task:task:read contact:user.base:readonly",
+    )
+
+    async def refresh(_: str) -> UserTokens:
+        await other_store.save("ou_alice", wider)
+        return tokens(clock, access="u-refreshed-old", refresh="ur-refreshed-old")
+
+    got = await store.refresh_if_needed("ou_alice", within_seconds=300, refresh=refresh)
+    assert got.access_token == "u-consented" and got.scope == wider.scope
+    stored = await other_store.get("ou_alice")
+    assert stored.access_token == "u-consented" and stored.scope == wider.scope
+    # ... and no lease is left behind for the next refresh to wait on.
+    (row,) = await _raw_rows(store._db)
+    assert row["refresh_owner"] == "" and row["refreshing_until"] == 0.0
+
+
 async def test_a_refresh_for_another_person_is_refused(store, clock):
     await store.save("ou_alice", tokens(clock, expires_in=60))
 
