@@ -21,7 +21,6 @@ statistics also count what SQLAlchemy runs outside them, such as pool pings).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import json
 import logging
@@ -36,6 +35,7 @@ from aiohttp import web
 
 import bot.wiring
 from bot.app import create_app
+from bot.cli import _event_loop
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
 from bot.store import Database
@@ -128,14 +128,12 @@ def main() -> None:
     count_to = os.environ.get("BENCH_TRANSACTIONS")
     if count_to:
         _count_transactions(app, count_to)
-    if os.environ.get("BENCH_UVLOOP"):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
+    # The loop larkgate serve would run on (LARKGATE_EVENT_LOOP=asyncio compares).
+    loop = _event_loop(settings.larkgate_event_loop)
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=loop)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -129,12 +130,25 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         print=None,
         access_log=None,
         shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
+        loop=_event_loop(settings.larkgate_event_loop),
     )
     return 0
 
 
+def _event_loop(wanted: str) -> asyncio.AbstractEventLoop:
+    if wanted == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            logging.getLogger(__name__).warning(
+                "LARKGATE_EVENT_LOOP=uvloop, but uvloop is not installed here: asyncio's loop"
+            )
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 def _dev(settings: Settings, host: str, port: int) -> int:
-    import asyncio
     import contextlib
 
     from bot.sandbox.runner import Sandbox, check_dev_settings
@@ -160,7 +174,6 @@ def _dev(settings: Settings, host: str, port: int) -> int:
 
 
 def _check(settings: Settings) -> int:
-    import asyncio
 
     from bot.checks import run_checks
 
@@ -173,7 +186,6 @@ def _check(settings: Settings) -> int:
 
 
 def _audit(settings: Settings, limit: int, action: str | None) -> int:
-    import asyncio
     import json
     from datetime import datetime
 

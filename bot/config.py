@@ -143,6 +143,9 @@ class Settings(BaseSettings):
     larkgate_pinned_message_chars: int = Field(default=8_000, ge=200)
     larkgate_queued_messages_per_conversation: int = Field(default=20, ge=0)
     larkgate_shutdown_grace_seconds: float = Field(default=20.0, ge=0)
+    # The event loop `larkgate serve` runs on: uvloop's (about 10% fewer instructions a
+    # message than asyncio's, bench/README.md) where it is installed, else asyncio's.
+    larkgate_event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     larkgate_log_level: str = "INFO"
     # text (classic lines) or json (one object a line, for log shippers); see bot/logs.py.
     larkgate_log_format: Literal["text", "json"] = "text"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,12 @@ async def feishu() -> AsyncIterator[FakeFeishu]:
 def deployer() -> Deployer:
     """The write tool of the approval tests; ``deployer.runs`` lists what really ran."""
     return Deployer()
+
+
+if os.environ.get("LARKGATE_TEST_EVENT_LOOP") == "uvloop":
+    # The tests on uvloop's loop, the one ``larkgate serve`` runs on by default (CI runs
+    # the end-to-end tests on both loops).
+    import uvloop
+
+    def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
+        return {"uvloop": uvloop.new_event_loop}

@@ -56,3 +56,26 @@ def test_the_console_script_is_installed():
         [sys.executable, "-m", "bot.cli", "--help"], capture_output=True, text=True, check=True
     )
     assert "serve" in result.stdout and "migrate" in result.stdout
+
+
+def test_serve_runs_on_uvloop_unless_told_otherwise(monkeypatch, caplog):
+    import asyncio
+
+    import uvloop
+
+    from bot.cli import _event_loop
+
+    for wanted, kind in (("uvloop", uvloop.Loop), ("asyncio", asyncio.SelectorEventLoop)):
+        loop = _event_loop(wanted)
+        try:
+            assert isinstance(loop, kind)
+        finally:
+            loop.close()
+    # Where uvloop is not installed (it has no Windows build), asyncio's loop, said once.
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    loop = _event_loop("uvloop")
+    try:
+        assert not isinstance(loop, uvloop.Loop)
+        assert "uvloop is not installed" in caplog.text
+    finally:
+        loop.close()
