@@ -80,7 +80,8 @@ class ConversationLocks:
             "lease_until": now + self._lease,
             "now": now,
         }
-        return await self._db.transact(_take, self._take, values, key, read)
+        # One conditional upsert, then reads: no transaction needed (see Database.transact).
+        return await self._db.transact(_take, self._take, values, key, read, atomic=False)
 
     async def renew(self, keys: Collection[str]) -> set[str]:
         """Extend the leases of ``keys`` we hold; returns the ones still ours."""
@@ -91,12 +92,13 @@ class ConversationLocks:
             "keys": sorted(keys),
             "until": self._clock() + self._lease,
         }
-        return await self._db.transact(_renew, params)
+        return await self._db.transact(_renew, params, atomic=False)
 
     async def release(self, keys: Collection[str]) -> None:
         """Free the locks of ``keys`` that are ours (one transaction for them all)."""
         if keys:
-            await self._db.transact(_release, {"keys": sorted(keys), "p_owner": self._owner})
+            params = {"keys": sorted(keys), "p_owner": self._owner}
+            await self._db.transact(_release, params, atomic=False)
 
 
 def _take(

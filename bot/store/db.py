@@ -164,6 +164,7 @@ class Database:
         self._url = normalize_url(url)
         self.dialect: str = self._url.get_backend_name()
         self._async_engine: AsyncEngine | None = None
+        self._autocommit_engine: AsyncEngine | None = None
         self._in_flight = 0  # PostgreSQL transactions under way, which dispose() waits for
         self._idle: asyncio.Event | None = None
         self._background: asyncio.Semaphore | None = None
@@ -187,6 +188,10 @@ class Database:
             engine_options.setdefault("pool_pre_ping", False)
             self._async_engine = create_async_engine(self._url, echo=echo, **engine_options)
             event.listen(self._async_engine.sync_engine, "after_cursor_execute", _mark_ran)
+            # The same pool, for transact(atomic=False).
+            self._autocommit_engine = self._async_engine.execution_options(
+                isolation_level="AUTOCOMMIT"
+            )
 
     @classmethod
     async def connect(cls, url: str | URL = DEFAULT_DATABASE_URL, **options: Any) -> Database:
@@ -223,7 +228,13 @@ class Database:
         await self.dispose()
 
     async def transact(
-        self, fn: Callable[..., T], /, *args: Any, write: bool = True, urgent: bool = False
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        write: bool = True,
+        urgent: bool = False,
+        atomic: bool = True,
     ) -> T:
         """`fn(connection, *args)` in one transaction; returns what `fn` returns.
 
@@ -231,15 +242,19 @@ class Database:
         here. `write=False` is for transactions that only read (on SQLite they start with a
         plain `BEGIN` and take no write lock). `urgent` is for what a caller outside waits
         for (Feishu, for the claim behind its ACK): on PostgreSQL it does not queue behind
-        the background transactions.
+        the background transactions. `atomic=False` says that `fn` needs no transaction:
+        it writes at most once, in one conditional statement, and whatever it reads it would
+        read the same in a transaction (PostgreSQL's READ COMMITTED gives every statement
+        its own snapshot anyway). On PostgreSQL its statements then run without BEGIN and
+        COMMIT: two round trips fewer, and about 300 µs less CPU through SQLAlchemy.
         """
         if self._async_engine is not None:
             self._in_flight += 1
             try:
                 if urgent:
-                    return await self._postgres_retrying(fn, args)
+                    return await self._postgres_retrying(fn, args, atomic)
                 async with self._background_slot():
-                    return await self._postgres_retrying(fn, args)
+                    return await self._postgres_retrying(fn, args, atomic)
             finally:
                 self._in_flight -= 1
                 if not self._in_flight and self._idle is not None:
@@ -259,19 +274,26 @@ class Database:
             self._background = asyncio.Semaphore(self._background_limit)
         return self._background
 
-    async def _postgres_retrying(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    async def _postgres_retrying(
+        self, fn: Callable[..., T], args: tuple[Any, ...], atomic: bool
+    ) -> T:
         try:
-            return await self._postgres_transaction(fn, args)
+            return await self._postgres_transaction(fn, args, atomic)
         except DBAPIError as exc:
             if not (exc.connection_invalidated and getattr(exc, _RAN, True) is False):
                 raise
             logger.warning("a pooled database connection was dead; retrying on a new one")
-            return await self._postgres_transaction(fn, args)
+            return await self._postgres_transaction(fn, args, atomic)
 
-    async def _postgres_transaction(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    async def _postgres_transaction(
+        self, fn: Callable[..., T], args: tuple[Any, ...], atomic: bool
+    ) -> T:
         assert self._async_engine is not None
         ran: list[bool] = []
         try:
+            if not atomic and self._autocommit_engine is not None:
+                async with self._autocommit_engine.connect() as connection:
+                    return await connection.run_sync(_tracking, fn, args, ran)
             async with self._async_engine.begin() as connection:
                 return await connection.run_sync(_tracking, fn, args, ran)
         except DBAPIError as exc:

@@ -282,6 +282,9 @@ class MessageLedger:
             max_attempts,
             payload,
             urgent=True,  # Feishu waits for it: the ACK is sent once it is stored
+            # Each path writes once, in one conditional statement (the insert, or the
+            # take-over / give-up update guarded by the lease it read): no transaction.
+            atomic=False,
         )
 
     async def take_over_expired(
@@ -334,6 +337,7 @@ class MessageLedger:
                 "p_lease_until": now + lease_seconds,
                 "now": now,
             },
+            atomic=False,
         )
 
     async def mark_replied(self, message_id: str, *, owner: str, reply_message_id: str) -> bool:
@@ -417,9 +421,8 @@ class MessageLedger:
         self, statement: Any, message_id: str, owner: str, **values: Any
     ) -> bool:
         """One conditional update of a message that `owner` holds (claimed or replied)."""
-        count = await self._db.transact(
-            _rowcount, statement, {"p_message_id": message_id, "p_owner": owner, **values}
-        )
+        params = {"p_message_id": message_id, "p_owner": owner, **values}
+        count = await self._db.transact(_rowcount, statement, params, atomic=False)
         return count == 1
 
 

@@ -118,9 +118,9 @@ class CountingDatabase:
         self._db = db
         self.transactions = 0
 
-    async def transact(self, fn, *args, write=True):
+    async def transact(self, fn, *args, **options):
         self.transactions += 1
-        return await self._db.transact(fn, *args, write=write)
+        return await self._db.transact(fn, *args, **options)
 
     def insert(self, table):
         return self._db.insert(table)

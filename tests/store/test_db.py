@@ -125,6 +125,42 @@ async def test_a_transaction_commits_returns_and_rolls_back_on_error(db):
     assert await _ids(db) == ["kept", "later"]
 
 
+async def test_a_non_atomic_transact_runs_each_statement_on_its_own_on_postgresql(db):
+    """atomic=False is for work that writes once, in one statement: on PostgreSQL it runs
+    without BEGIN/COMMIT (each statement commits), on SQLite in a transaction as always."""
+
+    def in_transaction(connection) -> bool:
+        # now() is when the transaction began: in one, a statement 50 ms after the first is
+        # 50 ms past it; on its own, it began with the statement.
+        connection.execute(text("SELECT 1"))
+        time.sleep(0.05)
+        sql = "SELECT statement_timestamp() - now() >= interval '50 milliseconds'"
+        return bool(connection.execute(text(sql)).scalar())
+
+    def insert_then_fail(connection) -> None:
+        _insert(connection, "written", 1)
+        raise RuntimeError("after the one write")
+
+    if db.dialect != "postgresql":
+        assert await db.transact(lambda connection: 7, atomic=False) == 7
+        pytest.skip("PostgreSQL: SQLite has no statements outside a transaction here")
+    assert await db.transact(in_transaction, write=False) is True
+    assert await db.transact(in_transaction, write=False, atomic=False) is False
+    with pytest.raises(RuntimeError):
+        await db.transact(insert_then_fail, atomic=False)
+    assert await _ids(db) == ["written"]  # committed by itself: nothing to roll back
+    with pytest.raises(RuntimeError):
+        await db.transact(_insert_then_fail_atomically)
+    assert await _ids(db) == ["written"]
+    # The pool's connections go back to transactions afterwards.
+    assert await db.transact(in_transaction, write=False) is True
+
+
+def _insert_then_fail_atomically(connection) -> None:
+    _insert(connection, "rolled back", 2)
+    raise RuntimeError("rolled back with the transaction")
+
+
 async def test_an_empty_transaction_is_fine(db):
     assert await db.transact(lambda connection: None) is None
     assert await db.transact(lambda connection: 7, write=False) == 7
