@@ -37,7 +37,7 @@ from bot.store.approvals import (
 from .cards import ApprovalCards
 from .config import GovernanceConfig
 from .origin import LiveMarker, RunSlot, origin_of
-from .posting import CancelledAfterPost, post_card
+from .posting import post_card
 from .waits import ApprovalWaits
 
 logger = logging.getLogger(__name__)
@@ -108,16 +108,18 @@ class FeishuGateHook:
     ) -> ApprovalRecord:
         future = self._waits.register(record.id)
         try:
+            pending = record
+
+            async def stopped(message_id: str | None) -> None:
+                # A /stop mid-post: the card shows "stopped" instead of live buttons.
+                await self._cancel(replace(pending, card_message_id=message_id))
+
             try:
-                card_message_id = await post_card(self._cards.post(record))
+                card_message_id = await post_card(self._cards.post(record), if_cancelled=stopped)
             except FeishuError as exc:
                 logger.error("could not post approval card %s: %s", record.id, exc)
                 outcome = await self._store.cancel(record.id, f"the card could not be sent ({exc})")
                 return outcome.record or record
-            except CancelledAfterPost as cancelled:
-                # A /stop mid-post: the card shows "stopped" instead of live buttons.
-                await self._cancel(replace(record, card_message_id=cancelled.message_id))
-                raise
             record = replace(record, card_message_id=card_message_id)
             if live is not None:
                 live.waiting(call_id)

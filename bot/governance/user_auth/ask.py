@@ -38,7 +38,7 @@ from bot.store.user_authorizations import (
     UserAuthorizationStore,
 )
 
-from ..posting import CancelledAfterPost, post_card
+from ..posting import post_card
 from .cards import AuthorizationCards
 from .config import UserAuthConfig
 from .consents import Consents
@@ -268,18 +268,22 @@ class ConsentAsker:
         p = self._p
         future = p.waits.register(record.id)
         try:
+            pending = record
+
+            async def stopped(message_id: str | None) -> None:
+                # The card is linked by now, so when the process is closing, a consent
+                # after a restart (or on another replica) still rewrites it.
+                if not self.closing:
+                    stopped_record = replace(pending, card_message_id=message_id)
+                    await self._end(stopped_record, CANCELLED, STOPPED_NOTE)
+
             try:
-                message_id = await post_card(p.cards.post(record, url=url, user_code=user_code))
+                message_id = await post_card(
+                    p.cards.post(record, url=url, user_code=user_code), if_cancelled=stopped
+                )
             except FeishuError as exc:
                 logger.error("could not post authorisation card %s: %s", record.id, exc)
                 return await self._end(record, CANCELLED, f"the card could not be sent ({exc})")
-            except CancelledAfterPost as cancelled:
-                # Linked now, so a consent after a restart (or on another replica) still
-                # rewrites the card.
-                record = replace(record, card_message_id=cancelled.message_id)
-                if not self.closing:
-                    await self._end(record, CANCELLED, STOPPED_NOTE)
-                raise
             posted.set_result(message_id)
             record = replace(record, card_message_id=message_id)
             remaining = max(0.0, record.expires_at - p.clock())
