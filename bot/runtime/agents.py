@@ -9,53 +9,19 @@ one is configured, else on the main one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.agent_config import PlanKnobs, RunMode
 from bot.engine import (
-    LLM,
-    AgentResult,
+    ChatAgent,
     DAGAgent,
     DAGSettings,
     Hook,
-    ImagePart,
-    InterruptQueue,
     ModelRegistry,
     ReActAgent,
     ReActOptions,
     ToolRegistry,
 )
-from bot.engine.events import EventCallback
-from bot.engine.messages import MessageLike
-
-
-class Agent(Protocol):
-    """What a turn needs of an agent: ``ReActAgent`` and ``DAGAgent`` both are one."""
-
-    @property
-    def llm(self) -> LLM: ...
-
-    async def run(
-        self,
-        query: str,
-        *,
-        history: Sequence[MessageLike] | None = None,
-        images: Sequence[ImagePart] = (),
-        interrupt_queue: InterruptQueue | None = None,
-        on_event: EventCallback | None = None,
-        deps: Any = None,
-        run_id: str | None = None,
-    ) -> AgentResult: ...
-
-    def stream_answer(
-        self,
-        query: str,
-        result: AgentResult,
-        *,
-        on_event: EventCallback | None = None,
-        fallback: bool = True,
-    ) -> AsyncIterator[str]: ...
 
 
 def plan_settings(knobs: PlanKnobs) -> DAGSettings:
@@ -89,7 +55,7 @@ class AgentBuilder:
         self._plan = plan_settings(plan or PlanKnobs())
         self._options: ReActOptions = options or {}
 
-    async def __call__(self, forced: RunMode | None = None) -> Agent:
+    async def __call__(self, forced: RunMode | None = None) -> ChatAgent:
         tools = await self._tools_for_run()
         mode = forced or self.mode
         if mode == "react":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from bot.agent_config import RunMode
 from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, RunEvent, Usage
+from bot.engine import AgentResult, ChatAgent, RunEvent, Usage
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
@@ -34,7 +34,6 @@ from bot.store import (
 )
 
 from . import texts
-from .agents import Agent
 from .intake import InFlight
 from .live import LiveAnswer
 from .media import MediaReader
@@ -45,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 # Makes the agent for a new run (async: what it may use depends on the org's mode), in
 # the mode given (``/plan`` forces one) or, with None, the configured one.
-AgentFactory = Callable[[RunMode | None], Awaitable[Agent]]
+AgentFactory = Callable[[RunMode | None], Awaitable[ChatAgent]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 # Counts a run's tokens against the asker's budgets; returns a usage line for the footer.
@@ -256,7 +255,7 @@ class TurnRunner:
     async def _answer(
         self,
         message: InboundMessage,
-        agent: Agent,
+        agent: ChatAgent,
         question: Question,
         result: AgentResult,
         live: LiveAnswer,

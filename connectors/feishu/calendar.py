@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -24,7 +24,7 @@ from connectors.base import ToolError, action
 from .common import WorkspaceTools, clip, items_of, object_of, stable_id
 from .times import format_time, from_epoch
 
-_EVENT_WINDOW = 500  # events asked for per time range (Feishu answers one page, no paging)
+EVENT_WINDOW = 500  # events asked for per time range (Feishu answers one page, no paging)
 _MAX_RANGE = timedelta(days=730)  # Feishu refuses event ranges over 2 years
 
 
@@ -56,22 +56,18 @@ class CalendarTools(WorkspaceTools):
             .calendar_id(calendar)
             .start_time(str(int(begin.timestamp())))
             .end_time(str(int(until.timestamp())))
-            .page_size(_EVENT_WINDOW)
+            .page_size(EVENT_WINDOW)
             .user_id_type(self.settings.user_id_type)
             .build()
         )
         data = await self._data("calendar.event.list", request, "Listing calendar events")
-        raw = items_of(data)
-        events = [e for e in raw if e.get("status") != "cancelled"]
-        events.sort(key=event_start)
-        span = f"{self._shown(begin)} to {self._shown(until)} ({self._tz})"
-        if not events:
-            return f"No events on calendar {calendar} from {span}."
-        lines = [f"Events on calendar {calendar} from {span}, {min(limit, len(events))} shown:"]
-        lines += [self._render_event(event) for event in events[:limit]]
-        if len(events) > limit or len(raw) >= _EVENT_WINDOW:
-            lines.append("[More events in this range: narrow the range to see them.]")
-        return "\n".join(lines)
+        span = self._span(begin, until)
+        return self._listing(
+            items_of(data),
+            limit,
+            empty=f"No events on calendar {calendar} from {span}.",
+            heading=lambda shown: f"Events on calendar {calendar} from {span}, {shown} shown:",
+        )
 
     @action(side_effect="write")
     async def feishu_create_calendar_event(
@@ -202,6 +198,28 @@ class CalendarTools(WorkspaceTools):
             bits.append("recurring")
         bits.append(f"event_id {event.get('event_id')}")
         return "- " + " · ".join(bits)
+
+    def _listing(
+        self,
+        raw: list[dict[str, Any]],
+        limit: int,
+        *,
+        empty: str,
+        heading: Callable[[int], str],
+    ) -> str:
+        """One page of events (``raw``, as Feishu listed them) as the tool's text: the
+        cancelled left out, the first ``limit`` by start time, a note when there are more."""
+        events = sorted((e for e in raw if e.get("status") != "cancelled"), key=event_start)
+        if not events:
+            return empty
+        lines = [heading(min(limit, len(events)))]
+        lines += [self._render_event(event) for event in events[:limit]]
+        if len(events) > limit or len(raw) >= EVENT_WINDOW:
+            lines.append("[More events in this range: narrow the range to see them.]")
+        return "\n".join(lines)
+
+    def _span(self, begin: datetime, until: datetime) -> str:
+        return f"{self._shown(begin)} to {self._shown(until)} ({self._tz})"
 
     def _shown(self, moment: datetime) -> str:
         return format_time(moment, self._tz)

@@ -24,7 +24,7 @@ from pydantic import Field
 from bot.feishu.errors import FeishuError
 from connectors.base import ToolError, action
 
-from .calendar import CalendarTools, attendees_request, event_start, invited_text
+from .calendar import EVENT_WINDOW, CalendarTools, attendees_request, invited_text
 from .common import UserCall, items_of, object_of, stable_id
 from .errors import user_tool_error
 from .users import ME, UserTools
@@ -38,7 +38,6 @@ WRITE_SCOPES = (
     "calendar:calendar.event:create",
     "calendar:calendar.event:update",  # inviting attendees
 )
-_EVENT_WINDOW = 500  # events asked for per range (Feishu answers one page, no paging)
 _MAX_FREE_BUSY = timedelta(days=90)  # ours: a longer free/busy answer helps no one
 _MAX_PEOPLE = 10  # freebusy/batch takes 1 to 10 people
 
@@ -69,23 +68,20 @@ class MyCalendarTools(UserTools, CalendarTools):
                 .calendar_id(calendar)
                 .start_time(str(int(begin.timestamp())))
                 .end_time(str(int(until.timestamp())))
-                .page_size(_EVENT_WINDOW)
+                .page_size(EVENT_WINDOW)
                 .user_id_type("open_id")
                 .build()
             )
             return items_of(await user.data("calendar.event.list", request))
 
         raw = await self._as_user(READ_SCOPES, "read your calendar", "Reading your calendar", work)
-        events = [e for e in raw if e.get("status") != "cancelled"]
-        events.sort(key=event_start)
-        span = f"{self._shown(begin)} to {self._shown(until)} ({self._tz})"
-        if not events:
-            return f"Nothing on your calendar from {span}."
-        lines = [f"Your events from {span}, {min(limit, len(events))} shown:"]
-        lines += [self._render_event(event) for event in events[:limit]]
-        if len(events) > limit or len(raw) >= _EVENT_WINDOW:
-            lines.append("[More events in this range: narrow the range to see them.]")
-        return "\n".join(lines)
+        span = self._span(begin, until)
+        return self._listing(
+            raw,
+            limit,
+            empty=f"Nothing on your calendar from {span}.",
+            heading=lambda shown: f"Your events from {span}, {shown} shown:",
+        )
 
     @action(side_effect="read", acts_as="user", scopes=FREE_BUSY_SCOPES)
     async def feishu_my_free_busy(
