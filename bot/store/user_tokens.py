@@ -106,6 +106,13 @@ class TokenCipher:
         return str(payload["a"]), str(payload["r"])
 
 
+# What storing a grant writes (from a ``_row``), and that no refresh lease is held after it.
+_GRANT_WRITE: dict[str, Any] = {
+    name: bindparam("p_" + name)
+    for name in ("ciphertext", "expires_at", "refresh_expires_at", "scope")
+} | {"updated_at": bindparam("p_now"), "refreshing_until": 0.0, "refresh_owner": ""}
+
+
 class UserTokenStore:
     def __init__(
         self,
@@ -126,23 +133,9 @@ class UserTokenStore:
                 index_elements=["open_id"],
                 # A consent outranks a refresh in flight: taking its lease away makes that
                 # refresh's write find nothing to update (see _store_refreshed).
-                set_={
-                    name: bindparam("p_" + name)
-                    for name in ("ciphertext", "expires_at", "refresh_expires_at", "scope")
-                }
-                | {"updated_at": bindparam("p_now"), "refreshing_until": 0.0, "refresh_owner": ""},
+                set_=_GRANT_WRITE,
             )
-            .values(
-                open_id=bindparam("p_open_id"),
-                ciphertext=bindparam("p_ciphertext"),
-                expires_at=bindparam("p_expires_at"),
-                refresh_expires_at=bindparam("p_refresh_expires_at"),
-                scope=bindparam("p_scope"),
-                refreshing_until=0.0,
-                refresh_owner="",
-                created_at=bindparam("p_now"),
-                updated_at=bindparam("p_now"),
-            )
+            .values(open_id=bindparam("p_open_id"), created_at=bindparam("p_now"), **_GRANT_WRITE)
         )
 
     def __repr__(self) -> str:
@@ -275,15 +268,7 @@ def _save(connection: Connection, upsert: Any, row: dict[str, Any]) -> None:
 _STORE_REFRESHED = (
     update(_t)
     .where(_c.open_id == bindparam("p_open_id"), _c.refresh_owner == bindparam("p_owner"))
-    .values(
-        ciphertext=bindparam("p_ciphertext"),
-        expires_at=bindparam("p_expires_at"),
-        refresh_expires_at=bindparam("p_refresh_expires_at"),
-        scope=bindparam("p_scope"),
-        updated_at=bindparam("p_now"),
-        refreshing_until=0.0,
-        refresh_owner="",
-    )
+    .values(**_GRANT_WRITE)
 )
 
 
