@@ -83,6 +83,33 @@ async def test_a_redelivery_after_the_lease_ran_out_takes_the_message_over(db, c
     assert await ledger.complete("om_1", owner="b")
 
 
+async def test_redeliveries_racing_to_take_over_an_expired_message_take_it_once(
+    db, other_db, clock
+):
+    # The take-over is one conditional update, outside any transaction on PostgreSQL
+    # (atomic=False): racers in two processes must still find exactly one winner.
+    ledgers = [make_ledger(db, clock), make_ledger(other_db, clock)]
+    ids = [f"om_{i}" for i in range(8)]
+    for message_id in ids:
+        await ledgers[0].claim(message_id, owner="dead", payload=PAYLOAD, lease_seconds=LEASE)
+    clock.advance(LEASE)
+    claims = await asyncio.gather(
+        *(
+            ledger.claim(message_id, owner=f"p{n}", payload={}, lease_seconds=LEASE)
+            for message_id in ids
+            for n, ledger in enumerate(ledgers)
+            for _ in range(3)
+        )
+    )
+    takers = Counter(claim.message_id for claim in claims if claim.outcome == "taken_over")
+    assert takers == dict.fromkeys(ids, 1)
+    assert Counter(claim.outcome for claim in claims) == {
+        "taken_over": len(ids),
+        "duplicate_in_progress": len(ids) * 5,
+    }
+    assert all(claim.attempts == 2 for claim in claims if claim.outcome == "taken_over")
+
+
 async def test_renew_keeps_the_message_and_fails_for_anyone_else(db, clock):
     ledger = make_ledger(db, clock)
     await ledger.claim("om_1", owner="a", payload={}, lease_seconds=LEASE)
