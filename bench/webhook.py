@@ -125,6 +125,7 @@ class Run:
     elapsed: float
     ms: list[float]
     server_cpu: float
+    server_system_cpu: float  # the kernel's part of server_cpu
     postgres_cpu: float | None
     load_cpu: float  # this process: the sender and the fake Feishu
     machine_busy: float  # share of all cores busy during the run, 0..1
@@ -260,6 +261,11 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process, from /proc (Linux)."""
     fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_system_cpu_seconds(pid: int) -> float:
+    """The part of a process's CPU time spent in the kernel (syscalls: sockets, files)."""
+    return int(_stat_fields(pid)[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def postgres_cpu_seconds() -> float | None:
@@ -511,6 +517,7 @@ async def load(
     # Planned now, so that the events' timestamps are fresh whatever ran before.
     deliveries, unique = plan(args.rate, args.duration, args.redeliver)
     cpu_before = [process_cpu_seconds(s.pid) for s in servers]
+    system_before = [process_system_cpu_seconds(s.pid) for s in servers]
     pg_before = postgres_cpu_seconds() if setup.database == "postgres" else None
     self_before = self_cpu_seconds()
     busy_before, total_before = machine_ticks()
@@ -531,6 +538,10 @@ async def load(
     )  # fmt: skip
     server_cpu = sum(
         process_cpu_seconds(s.pid) - before for s, before in zip(servers, cpu_before, strict=True)
+    )
+    server_system_cpu = sum(
+        process_system_cpu_seconds(s.pid) - before
+        for s, before in zip(servers, system_before, strict=True)
     )
     pg_after = postgres_cpu_seconds() if pg_before is not None else None
     load_cpu = self_cpu_seconds() - self_before
@@ -562,6 +573,7 @@ async def load(
         elapsed=elapsed,
         ms=[latency * 1000 for latency in results.latencies],
         server_cpu=server_cpu,
+        server_system_cpu=server_system_cpu,
         postgres_cpu=postgres_cpu,
         load_cpu=load_cpu,
         machine_busy=(busy_after - busy_before) / max(1, total_after - total_before),
@@ -707,6 +719,7 @@ def report(args: argparse.Namespace, summaries: list[Summary], notes: list[str])
         ("ACK p99 ms", [f"{s.p99:.2f}" for s in summaries]),
         ("ACK max ms", [f"{s.median_of(lambda r: max(r.ms)):.1f}" for s in summaries]),
         ("server CPU ms/message", [ms_per_message(s, "server_cpu") for s in summaries]),
+        ("  of which in the kernel", [ms_per_message(s, "server_system_cpu") for s in summaries]),
         (
             "server instructions/message (callgrind)",
             [optional(s, "instructions", "{:,.0f}", True) for s in summaries],

@@ -81,7 +81,9 @@ class ConversationLocks:
             "now": now,
         }
         # One conditional upsert, then reads: no transaction needed (see Database.transact).
-        return await self._db.transact(_take, self._take, values, key, read, atomic=False)
+        return await self._db.transact(
+            _take, self._take, values, key, read, atomic=False, brief=True
+        )
 
     async def renew(self, keys: Collection[str]) -> set[str]:
         """Extend the leases of ``keys`` we hold; returns the ones still ours."""
@@ -92,13 +94,13 @@ class ConversationLocks:
             "keys": sorted(keys),
             "until": self._clock() + self._lease,
         }
-        return await self._db.transact(_renew, params, atomic=False)
+        return await self._db.transact(_renew, params, atomic=False, brief=True)
 
     async def release(self, keys: Collection[str]) -> None:
         """Free the locks of ``keys`` that are ours (one transaction for them all)."""
         if keys:
             params = {"keys": sorted(keys), "p_owner": self._owner}
-            await self._db.transact(_release, params, atomic=False)
+            await self._db.transact(_release, params, atomic=False, brief=True)
 
 
 def _take(

@@ -122,7 +122,7 @@ class TurnJournal:
             if entry.role not in ROLES:
                 raise ValueError(f"role must be one of {ROLES}, not {entry.role!r}")
         conversation_id, completed = await self._db.transact(
-            _finish_turn, self._insert_conversation, turn, self._clock()
+            _finish_turn, self._insert_conversation, turn, self._clock(), brief=True
         )
         if completed < len(turn.completed_message_ids):
             logger.warning(

@@ -285,6 +285,7 @@ class MessageLedger:
             # Each path writes once, in one conditional statement (the insert, or the
             # take-over / give-up update guarded by the lease it read): no transaction.
             atomic=False,
+            brief=True,
         )
 
     async def take_over_expired(
@@ -338,6 +339,7 @@ class MessageLedger:
                 "now": now,
             },
             atomic=False,
+            brief=True,
         )
 
     async def mark_replied(self, message_id: str, *, owner: str, reply_message_id: str) -> bool:
@@ -422,7 +424,7 @@ class MessageLedger:
     ) -> bool:
         """One conditional update of a message that `owner` holds (claimed or replied)."""
         params = {"p_message_id": message_id, "p_owner": owner, **values}
-        count = await self._db.transact(_rowcount, statement, params, atomic=False)
+        count = await self._db.transact(_rowcount, statement, params, atomic=False, brief=True)
         return count == 1
 
 

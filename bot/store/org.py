@@ -96,7 +96,7 @@ class OrgSettingsStore:
 
     async def read_only(self) -> ReadOnlyMode:
         """The current mode; off when it was never switched."""
-        mode = await self._db.transact(_read_only, write=False, atomic=False)
+        mode = await self._db.transact(_read_only, write=False, atomic=False, brief=True)
         self._remember(mode)
         return mode
 

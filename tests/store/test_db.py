@@ -502,3 +502,131 @@ async def test_urgent_transactions_pass_the_background_ones(db, migrated_url):
     await asyncio.gather(*background)
     # The one past the limit waited for a slot: two rounds of half a second.
     assert time.monotonic() - started > 0.6
+
+
+# -- brief transactions (SQLite: on the caller's thread when the connection is free) --------
+
+
+def _where(connection) -> tuple[int, int]:
+    return threading.get_ident(), id(connection.connection.driver_connection)
+
+
+async def test_a_brief_transaction_runs_on_the_loops_thread_on_the_same_connection(db):
+    if db.dialect != "sqlite":
+        pytest.skip("the SQLite thread")
+    queued_thread, queued_connection = await db.transact(_where)
+    brief_thread, brief_connection = await db.transact(_where, brief=True)
+    assert brief_thread == threading.get_ident() != queued_thread
+    assert brief_connection == queued_connection
+    await db.transact(_insert, "brief", 1, brief=True)
+    assert await _ids(db) == ["brief"]
+
+
+async def test_a_brief_transaction_waits_for_the_one_the_thread_is_running(db):
+    if db.dialect != "sqlite":
+        pytest.skip("the SQLite thread")
+    running, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow_insert(connection) -> None:
+        _insert(connection, "slow", 1)
+        running.set()
+        assert release.wait(10)
+        order.append("slow")
+
+    def brief_insert(connection) -> None:
+        _insert(connection, "brief", 2)
+        order.append("brief")
+
+    slow = asyncio.create_task(db.transact(slow_insert))
+    await asyncio.to_thread(running.wait, 10)
+    brief = asyncio.create_task(db.transact(brief_insert, brief=True))
+    await asyncio.sleep(0.05)
+    assert not brief.done()  # the connection is in the thread's transaction
+    release.set()
+    await asyncio.gather(slow, brief)
+    assert order == ["slow", "brief"]
+    assert await _ids(db) == ["brief", "slow"]
+
+
+async def test_brief_and_queued_transactions_never_share_the_connection_at_once(db):
+    if db.dialect != "sqlite":
+        pytest.skip("one SQLite connection (PostgreSQL runs transactions side by side)")
+    busy = threading.Lock()
+    overlaps: list[int] = []
+
+    def step(connection, n: int) -> None:
+        if not busy.acquire(blocking=False):
+            overlaps.append(n)
+            return
+        try:
+            _insert(connection, f"m{n:02}", n)
+            time.sleep(0.001)  # long enough for the other side to try
+        finally:
+            busy.release()
+
+    await asyncio.gather(*(db.transact(step, n, brief=n % 2 == 0) for n in range(40)))
+    assert overlaps == []
+    assert len(await _ids(db)) == 40
+
+
+async def test_a_brief_write_behind_another_process_lock_waits_off_the_loop(migrated_url):
+    """The caller's thread must not sit in SQLite's busy wait: the event loop goes on, and
+    the write goes to the thread, which waits for the lock and runs it once."""
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite locking")
+    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
+    other = sqlite3.connect(path, isolation_level=None)
+    async with Database(migrated_url) as db:
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        try:
+            write = asyncio.create_task(db.transact(_insert, "waited", 1, brief=True))
+            ticks = 0
+            started = time.monotonic()
+            while time.monotonic() - started < 0.3:
+                await asyncio.sleep(0.01)
+                ticks += 1
+            assert ticks >= 10  # the loop ran meanwhile
+            assert not write.done()
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await write
+        assert await _ids(db) == ["waited"]
+        # The thread's transactions keep their busy timeout: a lock held 0.2 s is waited for.
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.2, holder.execute, "ROLLBACK")
+        await db.transact(_insert, "after a wait", 2)
+        holder.close()
+        assert await _ids(db) == ["after a wait", "waited"]
+
+
+async def test_a_brief_write_locked_out_past_the_busy_timeout_fails_like_any(migrated_url):
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite locking")
+    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
+    other = sqlite3.connect(path, isolation_level=None)
+    async with Database(migrated_url, busy_timeout_ms=50) as db:
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(OperationalError, match="locked"):
+                await db.transact(_insert, "locked out", 1, brief=True)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await db.transact(_insert, "after", 2, brief=True)
+        assert await _ids(db) == ["after"]
+
+
+async def test_a_brief_transaction_that_fails_rolls_back_and_leaves_the_connection_usable(db):
+    def insert_then_fail(connection):
+        _insert(connection, "lost", 1)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await db.transact(insert_then_fail, brief=True)
+    with pytest.raises(IntegrityError):
+        await db.transact(lambda c: (_insert(c, "dup", 2), _insert(c, "dup", 3)), brief=True)
+    await db.transact(_insert, "kept", 4, brief=True)
+    assert await _ids(db) == ["kept"]
