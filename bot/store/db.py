@@ -126,7 +126,9 @@ def _select_1(connection: Connection) -> None:
     connection.execute(_SELECT_1)
 
 
-def _mark_ran(connection: Connection, *_: Any) -> None:
+def mark_ran(connection: Connection, *_: Any) -> None:
+    """A statement of the transaction completed (an engine listener, and `Prepared`'s
+    statements that go straight to asyncpg)."""
     ran = connection.info.get(_RAN)
     if ran is not None:
         ran[0] = True
@@ -192,7 +194,7 @@ class Database:
                 engine_options.setdefault("max_overflow", POSTGRES_MAX_OVERFLOW)
             engine_options.setdefault("pool_pre_ping", False)
             self._async_engine = create_async_engine(self._url, echo=echo, **engine_options)
-            event.listen(self._async_engine.sync_engine, "after_cursor_execute", _mark_ran)
+            event.listen(self._async_engine.sync_engine, "after_cursor_execute", mark_ran)
             # The same pool, for transact(atomic=False).
             self._autocommit_engine = self._async_engine.execution_options(
                 isolation_level="AUTOCOMMIT"

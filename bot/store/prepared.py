@@ -6,8 +6,17 @@ runs about eight statements (claim, conversation lock and history, finished turn
 SQLite the difference was a fifth of the CPU a message costs (issue 14). A `Prepared`
 statement is compiled by SQLAlchemy once per dialect and parameter set, and on SQLite its
 SQL text goes straight to the sqlite3 connection of the transaction (the same
-transaction: `Database` sends BEGIN to the driver itself). On PostgreSQL it runs through
-SQLAlchemy as any statement does.
+transaction: `Database` sends BEGIN to the driver itself).
+
+On PostgreSQL, where SQLAlchemy's share was larger still (its execution layer and
+asyncpg adapter, ~1,200 function calls a message), a statement run in autocommit
+(`Database.transact(atomic=False)`, where every statement is its own transaction
+anyway) goes straight to the asyncpg connection, in the same greenlet and with the
+same compiled SQL (its ``$n::TYPE`` casts included). Its errors are raised as
+SQLAlchemy raises them, translated by SQLAlchemy's own asyncpg adapter, and a
+connection that died under it is invalidated, so that `Database` can tell a dead
+pooled connection (retried) from a statement that ran. Inside a transaction a
+statement runs through SQLAlchemy, which begins it.
 
 Only statements that need nothing of SQLAlchemy at run time go straight: no expanding
 ``IN`` lists, no bind or result type processors (the tables store text, integers and
@@ -27,6 +36,9 @@ from sqlalchemy import Float
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import Executable
+from sqlalchemy.util import await_only
+
+from bot.store.db import mark_ran
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +59,23 @@ class Prepared:
     column keys), as for ``Connection.execute``.
     """
 
-    __slots__ = ("_direct", "statement")
+    __slots__ = ("_direct", "_postgres", "statement")
 
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
         # By the tuple of parameter names given (an INSERT compiles to the columns given);
-        # None: this statement needs SQLAlchemy.
+        # None: this statement needs SQLAlchemy. One cache a dialect.
         self._direct: dict[tuple[str, ...], _Direct | None] = {}
+        self._postgres: dict[tuple[str, ...], _Direct | None] = {}
 
     def first(self, connection: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """The first row as a dict, or None."""
         cursor = self._cursor(connection, params)
         if cursor is None:
+            straight = self._postgres_direct(connection, params)
+            if straight is not None:
+                record = _asyncpg(connection, straight, params, "fetchrow")
+                return None if record is None else dict(record)
             row = connection.execute(self.statement, params).mappings().first()
             return None if row is None else dict(row)
         found = cursor.fetchone()
@@ -69,6 +86,9 @@ class Prepared:
     def all(self, connection: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         cursor = self._cursor(connection, params)
         if cursor is None:
+            straight = self._postgres_direct(connection, params)
+            if straight is not None:
+                return [dict(record) for record in _asyncpg(connection, straight, params, "fetch")]
             return [dict(row) for row in connection.execute(self.statement, params).mappings()]
         names = [column[0] for column in cursor.description]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -79,6 +99,9 @@ class Prepared:
         """The first column of the first row, or None."""
         cursor = self._cursor(connection, params)
         if cursor is None:
+            straight = self._postgres_direct(connection, params)
+            if straight is not None:
+                return _asyncpg(connection, straight, params, "fetchval")
             return connection.execute(self.statement, params).scalar()
         found = cursor.fetchone()
         cursor.close()
@@ -88,6 +111,11 @@ class Prepared:
         """Runs a statement without rows (UPDATE, DELETE, INSERT); the rows it changed."""
         cursor = self._cursor(connection, params)
         if cursor is None:
+            straight = self._postgres_direct(connection, params)
+            if straight is not None:
+                # The command tag: "UPDATE 3", "DELETE 0", "INSERT 0 1".
+                tag: str = _asyncpg(connection, straight, params, "execute")
+                return int(tag.rsplit(" ", 1)[-1])
             return connection.execute(self.statement, params).rowcount
         count = cursor.rowcount
         cursor.close()
@@ -109,7 +137,24 @@ class Prepared:
 
     def direct_on(self, connection: Connection, params: Mapping[str, Any]) -> bool:
         """Whether these parameters run straight on the driver on this connection."""
-        return self._prepare(connection, params) is not None
+        return (
+            self._prepare(connection, params) is not None
+            or self._postgres_direct(connection, params) is not None
+        )
+
+    def _postgres_direct(self, connection: Connection, params: Mapping[str, Any]) -> _Direct | None:
+        """The asyncpg form of the statement, on PostgreSQL in autocommit; None otherwise."""
+        dialect = connection.dialect
+        if dialect.name != "postgresql" or dialect.driver != "asyncpg":
+            return None
+        if connection.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            return None  # in a transaction: SQLAlchemy's adapter begins it
+        key = tuple(params)
+        try:
+            return self._postgres[key]
+        except KeyError:
+            direct = self._postgres[key] = _compile(self.statement, dialect, key)
+            return direct
 
     def _cursor(self, connection: Connection, params: Mapping[str, Any]) -> sqlite3.Cursor | None:
         direct = self._prepare(connection, params)
@@ -164,6 +209,12 @@ def _plain_results(compiled: Any, dialect: Dialect) -> bool:
     """Whether every result column comes back from the driver as it should be returned."""
     for column in compiled._result_columns:
         column_type = column[3]
+        if dialect.name == "postgresql" and isinstance(column_type, Float):
+            # asyncpg returns a float for FLOAT (double precision); only NUMERIC, which
+            # comes back as a Decimal, needs SQLAlchemy's processing.
+            if column_type.asdecimal:
+                return False
+            continue
         if column_type._cached_result_processor(dialect, None) is not None:
             return False
     return True
@@ -187,6 +238,52 @@ def _wrapped(direct: _Direct, values: Any, error: sqlite3.Error) -> Exception:
     """The driver's error as SQLAlchemy raises it (IntegrityError, OperationalError, ...):
     callers catch those, whichever path ran the statement."""
     wrapped: Exception = DBAPIError.instance(direct.sql, values, error, sqlite3.Error)
+    return wrapped
+
+
+def _asyncpg(
+    connection: Connection, direct: _Direct, params: Mapping[str, Any], method: str
+) -> Any:
+    """``asyncpg.Connection.<method>(sql, *values)``, from the greenlet the statement runs in."""
+    values = _values(direct, params)
+    driver: Any = connection.connection.driver_connection
+    try:
+        result = await_only(getattr(driver, method)(direct.sql, *values))
+    except Exception as error:
+        raise _wrapped_asyncpg(connection, direct, values, error) from error
+    mark_ran(connection)
+    return result
+
+
+def _wrapped_asyncpg(
+    connection: Connection, direct: _Direct, values: list[Any], error: Exception
+) -> Exception:
+    """asyncpg's error as SQLAlchemy raises it for a statement it runs itself: translated
+    by its asyncpg adapter (a unique violation is an IntegrityError, a closed connection
+    an InterfaceError), and, when the connection is gone, with the connection invalidated
+    (the pool drops it) and ``connection_invalidated`` set."""
+    dialect = connection.dialect
+    dbapi: Any = dialect.loaded_dbapi
+    adapted: Any = connection.connection.dbapi_connection
+    try:
+        adapted._handle_exception(error)  # raises the DB-API form of the error
+    except dbapi.Error as translated:
+        dbapi_error: Exception = translated
+    except Exception as other:  # not one the adapter knows: as it came
+        dbapi_error = other
+    if not isinstance(dbapi_error, dbapi.Error):
+        return dbapi_error
+    disconnect = bool(dialect.is_disconnect(dbapi_error, adapted, None))
+    if disconnect:
+        connection.invalidate(dbapi_error)
+    wrapped: Exception = DBAPIError.instance(
+        direct.sql,
+        values,
+        dbapi_error,
+        dbapi.Error,
+        connection_invalidated=disconnect,
+        dialect=dialect,
+    )
     return wrapped
 
 

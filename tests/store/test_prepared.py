@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Connection, bindparam, create_engine, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, bindparam, create_engine, func, select
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.store import Database, upgrade
 from bot.store import conversations as conversations_module
@@ -189,3 +189,120 @@ def test_what_needs_sqlalchemy_is_run_by_it(connection: Connection):
     assert not some.direct_on(connection, {"ids": ["x"]})
     assert {r["message_id"] for r in some.all(connection, {"ids": ["x", "y", "z"]})} == {"x", "y"}
     assert some.scalar(connection, {"ids": ["y"]}) == "y"
+
+
+# -- PostgreSQL: straight to asyncpg in autocommit, through SQLAlchemy in a transaction ----
+
+
+def _postgres_only(db: Database) -> None:
+    if db.dialect != "postgresql":
+        pytest.skip("PostgreSQL")
+
+
+def _hot_autocommit_statements(db: Database) -> list[tuple[Prepared, dict[str, Any]]]:
+    """The hot path's statements that run in `transact(atomic=False)`."""
+    ledger = _Statements(db)
+    owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
+    return [
+        (ledger.insert_claim, claim_row()),
+        (ledger.row, {"p_message_id": "m"}),
+        (ledger.take_one, {**owned, "max_attempts": 3, "p_lease_until": 2.0}),
+        (ledger.fail_one, {"p_message_id": "m", "now": 1.0, "max_attempts": 3, "p_reason": "x"}),
+        (ledger.renew, {**owned, "p_lease_until": 2.0}),
+        (ledger.mark_replied, {**owned, "p_reply": "r"}),
+        (conversations_module._LOAD, {"scope_key": "k", "limit": 20}),
+        (
+            ConversationLocks(db, owner="o", lease_seconds=9)._take,
+            {"scope_key": "k", "owner": "o", "lease_until": 2.0, "now": 1.0},
+        ),
+    ]
+
+
+async def test_on_postgresql_autocommit_statements_go_straight_to_asyncpg(db: Database):
+    _postgres_only(db)
+    hot = _hot_autocommit_statements(db)
+
+    def direct(connection: Connection) -> list[bool]:
+        return [statement.direct_on(connection, params) for statement, params in hot]
+
+    assert await db.transact(direct, atomic=False) == [True] * len(hot)
+    # In a transaction, SQLAlchemy's adapter runs them (it sends the BEGIN).
+    assert await db.transact(direct) == [False] * len(hot)
+
+
+_EDGE_ROWS = [
+    claim_row("plain"),
+    claim_row("unicode", owner="主机:1 \u2028", payload='{"t":"你好 😀"}', conversation_key="k"),
+    claim_row("empty", owner="", payload="", conversation_key=None),
+    claim_row("ints", lease_until=5, created_at=-1, updated_at=2**40) | {"attempts": -(2**31)},
+    claim_row("floats", lease_until=-0.0, created_at=1e-300, updated_at=1.7976931348623157e308),
+]
+
+
+async def test_on_postgresql_the_direct_path_answers_what_sqlalchemy_answers(db: Database):
+    _postgres_only(db)
+    insert = Prepared(db.insert(_claims).returning(*_claims.c))
+    by_id = select(_claims).where(_claims.c.message_id == bindparam("p_message_id"))
+
+    def insert_and_read(connection: Connection, row: dict[str, Any]) -> tuple[Any, ...]:
+        assert insert.direct_on(connection, row)
+        inserted = insert.first(connection, row)
+        params = {"p_message_id": row["message_id"]}
+        expected = dict(connection.execute(by_id, params).mappings().one())
+        return (
+            inserted,
+            expected,
+            Prepared(by_id).first(connection, params),
+            Prepared(by_id).all(connection, params),
+            Prepared(select(_claims.c.lease_until).where(by_id.whereclause)).scalar(
+                connection, params
+            ),
+        )
+
+    for row in _EDGE_ROWS:
+        inserted, expected, first, every, lease = await db.transact(
+            insert_and_read, row, atomic=False
+        )
+        assert inserted == expected == first
+        assert every == [expected]
+        assert lease == expected["lease_until"] == float(row["lease_until"])
+        assert type(lease) is float and type(expected["attempts"]) is int
+
+
+async def test_on_postgresql_direct_errors_are_raised_as_sqlalchemys(db: Database):
+    _postgres_only(db)
+    insert = Prepared(db.insert(_claims))
+    await db.transact(insert.rowcount, claim_row("twice"), atomic=False)
+    with pytest.raises(IntegrityError):
+        await db.transact(insert.rowcount, claim_row("twice"), atomic=False)
+    renew = _Statements(db).renew
+    params = {"p_message_id": "twice", "p_owner": "host:1", "now": 1.0, "p_lease_until": 9.0}
+    assert await db.transact(renew.rowcount, params, atomic=False) == 1  # still usable
+
+
+async def test_on_postgresql_a_dead_connection_under_a_direct_statement_is_replaced(
+    db: Database, other_db: Database
+):
+    """A pooled connection the server dropped fails at its first (direct) statement; that
+    transaction, which ran nothing, runs once more on a new connection. One whose first
+    statement had run is not run again."""
+    _postgres_only(db)
+    insert = Prepared(db.insert(_claims))
+    pid = Prepared(select(func.pg_backend_pid()))
+    terminate = Prepared(select(func.pg_terminate_backend(bindparam("pid"))))
+
+    victim = await db.transact(pid.scalar, {}, atomic=False)
+    await other_db.transact(terminate.scalar, {"pid": victim}, atomic=False)
+    assert await db.transact(insert.rowcount, claim_row("after"), atomic=False) == 1
+    assert await db.transact(pid.scalar, {}, atomic=False) != victim
+
+    def insert_then_terminate_self(connection: Connection) -> None:
+        insert.rowcount(connection, claim_row("half"))
+        terminate.scalar(connection, {"pid": pid.scalar(connection, {})})
+
+    with pytest.raises(DBAPIError) as died:
+        await db.transact(insert_then_terminate_self, atomic=False)
+    assert died.value.connection_invalidated
+    ids = select(_claims.c.message_id).order_by(_claims.c.message_id)
+    stored = await db.transact(lambda c: list(c.execute(ids).scalars()), write=False)
+    assert stored == ["after", "half"]  # autocommit kept the insert, and ran it once
