@@ -86,6 +86,24 @@ def _drop(url: URL) -> str:
     return f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'
 
 
+async def _dropped(base: URL, url: URL, *, attempts: int = 50) -> None:
+    """Drop the scratch database, waiting out a session the test role may not end.
+
+    FORCE ends the sessions the role may terminate; an autovacuum worker that the server
+    started on the database meanwhile (a busy suite writes enough) belongs to the
+    bootstrap superuser, and the drop fails with InsufficientPrivilegeError until the
+    worker is done, which takes moments.
+    """
+    for attempt in range(attempts):
+        try:
+            await execute(base, _drop(url))
+            return
+        except asyncpg.InsufficientPrivilegeError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.1)
+
+
 @contextmanager
 def scratch_database(prefix: str, *, base: URL | None = None) -> Iterator[URL]:
     """A new database named ``prefix`` + random hex on the server of ``base`` (by default
@@ -95,7 +113,7 @@ def scratch_database(prefix: str, *, base: URL | None = None) -> Iterator[URL]:
     try:
         yield url
     finally:
-        run_blocking(execute(base, _drop(url)))
+        run_blocking(_dropped(base, url))
 
 
 @asynccontextmanager
@@ -106,7 +124,7 @@ async def scratch_database_async(prefix: str, *, base: URL | None = None) -> Asy
     try:
         yield url
     finally:
-        await execute(base, _drop(url))
+        await _dropped(base, url)
 
 
 async def reset_public_schema(url: URL) -> None:
