@@ -18,7 +18,7 @@ is re-raised to the caller of `transact`).
   and finished turn) skips the trip when the connection is free: it runs on the caller's
   thread, with no busy timeout, and goes to the thread after all when it would have to wait
   for another process's lock (then nothing of it ran). The trip (a queue, a thread wake-up,
-  the GIL handed back and forth, a loop wake-up) cost about a sixth of a message's CPU.
+  the GIL handed back and forth, a loop wake-up) cost 13-17% of a message's CPU.
   WAL mode, `synchronous=NORMAL`, a busy timeout, foreign keys on, and no automatic checkpoints
   on that connection: a checkpoint (which syncs the file) would stall every transaction queued
   behind it, so a background thread runs `PRAGMA wal_checkpoint(PASSIVE)` every few seconds on
