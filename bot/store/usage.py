@@ -95,8 +95,13 @@ class UsageStore:
     async def hit(self, subject: str, window_start: int) -> int:
         """Count one message of `subject` in the window starting at `window_start` (epoch
         seconds); returns the window's count including it."""
+        # Every message, when the rate limit is on: one upsert that counts and returns.
         return await self._db.transact(
-            _hit, self._sql, {"subject": subject, "window_start": window_start, "count": 1}
+            _hit,
+            self._sql,
+            {"subject": subject, "window_start": window_start, "count": 1},
+            atomic=False,
+            brief=True,
         )
 
     async def purge(self, *, before_day: str, before_window: int) -> int:
