@@ -54,7 +54,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -279,7 +279,7 @@ class Database:
         if brief:
             result = worker.run_here(fn, args, write)
             if result is not _QUEUE:
-                return result  # type: ignore[no-any-return]
+                return cast(T, result)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         worker.submit((fn, args, write, future, loop))
