@@ -113,9 +113,12 @@ class ScheduledRuns:
         await asyncio.gather(*self._running, return_exceptions=True)
 
     async def _sleep(self) -> None:
+        # Cleared before the next due time is read, not after: a wake-up (a task created
+        # here) that lands while it is read was dropped, and the loop slept on a due time
+        # read without that task, up to POLL_SECONDS.
+        self._wake.clear()
         due = await self._safe_next_due()
         delay = POLL_SECONDS if due is None else max(0.0, min(POLL_SECONDS, due - self._clock()))
-        self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), delay)
 
