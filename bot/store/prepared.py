@@ -149,12 +149,7 @@ class Prepared:
             return None
         if connection.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
             return None  # in a transaction: SQLAlchemy's adapter begins it
-        key = tuple(params)
-        try:
-            return self._postgres[key]
-        except KeyError:
-            direct = self._postgres[key] = _compile(self.statement, dialect, key)
-            return direct
+        return self._compiled(self._postgres, dialect, params)
 
     def _cursor(self, connection: Connection, params: Mapping[str, Any]) -> sqlite3.Cursor | None:
         direct = self._prepare(connection, params)
@@ -170,11 +165,19 @@ class Prepared:
         dialect = connection.dialect
         if dialect.name != "sqlite":
             return None
+        return self._compiled(self._direct, dialect, params)
+
+    def _compiled(
+        self,
+        cache: dict[tuple[str, ...], _Direct | None],
+        dialect: Dialect,
+        params: Mapping[str, Any],
+    ) -> _Direct | None:
         key = tuple(params)
         try:
-            return self._direct[key]
+            return cache[key]
         except KeyError:
-            direct = self._direct[key] = _compile(self.statement, dialect, key)
+            direct = cache[key] = _compile(self.statement, dialect, key)
             return direct
 
 

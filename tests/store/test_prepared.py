@@ -63,23 +63,37 @@ def claim_row(message_id: str = "om_1", **values: Any) -> dict[str, Any]:
     }
 
 
-def test_the_statements_of_a_message_run_straight_on_sqlite(connection: Connection):
-    ledger = _Statements(Database("sqlite+aiosqlite:///:memory:"))
+def _hot_autocommit_statements(db: Database) -> list[tuple[Prepared, dict[str, Any]]]:
+    """The hot path's statements that run in `transact(atomic=False)`."""
+    ledger = _Statements(db)
     owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
-    hot = [
+    return [
         (ledger.insert_claim, claim_row()),
         (ledger.row, {"p_message_id": "m"}),
         (ledger.take_one, {**owned, "max_attempts": 3, "p_lease_until": 2.0}),
         (ledger.fail_one, {"p_message_id": "m", "now": 1.0, "max_attempts": 3, "p_reason": "x"}),
         (ledger.renew, {**owned, "p_lease_until": 2.0}),
         (ledger.mark_replied, {**owned, "p_reply": "r"}),
+        (conversations_module._LOAD, {"scope_key": "k", "limit": 20}),
+        (
+            ConversationLocks(db, owner="o", lease_seconds=9)._take,
+            {"scope_key": "k", "owner": "o", "lease_until": 2.0, "now": 1.0},
+        ),
+    ]
+
+
+def test_the_statements_of_a_message_run_straight_on_sqlite(connection: Connection):
+    db = Database("sqlite+aiosqlite:///:memory:")
+    ledger = _Statements(db)
+    owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
+    hot = [
+        *_hot_autocommit_statements(db),
         (ledger.complete, owned),
         (ledger.complete_replied, {**owned, "p_reply": "r"}),
         (ledger.release, owned),
         (ledger.drop_owned, {**owned, "p_reason": "stale"}),
-        (conversations_module._LOAD, {"scope_key": "k", "limit": 20}),
         (
-            conversations_module.conversation_insert(Database("sqlite+aiosqlite:///:memory:")),
+            conversations_module.conversation_insert(db),
             {"id": "c", "scope_key": "k", "generation": 1, "created_at": 1.0},
         ),
         (
@@ -90,12 +104,6 @@ def test_the_statements_of_a_message_run_straight_on_sqlite(connection: Connecti
         (
             journal_module._COMPLETE_CLAIM,
             {"p_owner": "o", "first_message_id": "m", "p_reply": None, "now": 1.0},
-        ),
-        (
-            ConversationLocks(
-                Database("sqlite+aiosqlite:///:memory:"), owner="o", lease_seconds=9
-            )._take,
-            {"scope_key": "k", "owner": "o", "lease_until": 2.0, "now": 1.0},
         ),
     ]
     for statement, params in hot:
@@ -197,25 +205,6 @@ def test_what_needs_sqlalchemy_is_run_by_it(connection: Connection):
 def _postgres_only(db: Database) -> None:
     if db.dialect != "postgresql":
         pytest.skip("PostgreSQL")
-
-
-def _hot_autocommit_statements(db: Database) -> list[tuple[Prepared, dict[str, Any]]]:
-    """The hot path's statements that run in `transact(atomic=False)`."""
-    ledger = _Statements(db)
-    owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
-    return [
-        (ledger.insert_claim, claim_row()),
-        (ledger.row, {"p_message_id": "m"}),
-        (ledger.take_one, {**owned, "max_attempts": 3, "p_lease_until": 2.0}),
-        (ledger.fail_one, {"p_message_id": "m", "now": 1.0, "max_attempts": 3, "p_reason": "x"}),
-        (ledger.renew, {**owned, "p_lease_until": 2.0}),
-        (ledger.mark_replied, {**owned, "p_reply": "r"}),
-        (conversations_module._LOAD, {"scope_key": "k", "limit": 20}),
-        (
-            ConversationLocks(db, owner="o", lease_seconds=9)._take,
-            {"scope_key": "k", "owner": "o", "lease_until": 2.0, "now": 1.0},
-        ),
-    ]
 
 
 async def test_on_postgresql_autocommit_statements_go_straight_to_asyncpg(db: Database):
