@@ -35,7 +35,7 @@ from aiohttp import web
 
 import bot.wiring
 from bot.app import create_app
-from bot.cli import _event_loop, freeze_after_startup
+from bot.cli import freeze_after_startup, serving_event_loop
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
 from bot.store import Database
@@ -134,7 +134,7 @@ def main() -> None:
     if not os.environ.get("BENCH_NO_GC_FREEZE"):  # set: compare with a collector that walks all
         freeze_after_startup(app)  # as larkgate serve does
     # The loop larkgate serve would run on (LARKGATE_EVENT_LOOP=asyncio compares).
-    loop = _event_loop(settings.larkgate_event_loop)
+    loop = serving_event_loop(settings.larkgate_event_loop)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=loop)
 
 

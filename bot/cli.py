@@ -136,7 +136,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         print=None,
         access_log=None,
         shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
-        loop=_event_loop(settings.larkgate_event_loop),
+        loop=serving_event_loop(settings.larkgate_event_loop),
     )
     return 0
 
@@ -159,7 +159,9 @@ def freeze_after_startup(app: web.Application) -> None:
     app.on_startup.append(freeze)
 
 
-def _event_loop(wanted: str) -> asyncio.AbstractEventLoop:
+def serving_event_loop(wanted: str) -> asyncio.AbstractEventLoop:
+    """The loop ``larkgate serve`` runs on (``LARKGATE_EVENT_LOOP``); the bench's server
+    takes the same one."""
     if wanted == "uvloop":
         try:
             import uvloop

@@ -63,17 +63,17 @@ def test_serve_runs_on_uvloop_unless_told_otherwise(monkeypatch, caplog):
 
     import uvloop
 
-    from bot.cli import _event_loop
+    from bot.cli import serving_event_loop
 
     for wanted, kind in (("uvloop", uvloop.Loop), ("asyncio", asyncio.SelectorEventLoop)):
-        loop = _event_loop(wanted)
+        loop = serving_event_loop(wanted)
         try:
             assert isinstance(loop, kind)
         finally:
             loop.close()
     # Where uvloop is not installed (it has no Windows build), asyncio's loop, said once.
     monkeypatch.setitem(sys.modules, "uvloop", None)
-    loop = _event_loop("uvloop")
+    loop = serving_event_loop("uvloop")
     try:
         assert not isinstance(loop, uvloop.Loop)
         assert "uvloop is not installed" in caplog.text

@@ -271,11 +271,9 @@ def _wrapped_asyncpg(
     try:
         adapted._handle_exception(error)  # raises the DB-API form of the error
     except dbapi.Error as translated:
-        dbapi_error: Exception = translated
+        dbapi_error = translated
     except Exception as other:  # not one the adapter knows: as it came
-        dbapi_error = other
-    if not isinstance(dbapi_error, dbapi.Error):
-        return dbapi_error
+        return other
     disconnect = bool(dialect.is_disconnect(dbapi_error, adapted, None))
     if disconnect:
         connection.invalidate(dbapi_error)

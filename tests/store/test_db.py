@@ -429,7 +429,12 @@ async def test_checkpoints_do_not_block_writers(migrated_url, monkeypatch):
     assert slowest < 1.0  # never waiting on the checkpointer (a busy timeout would be 5 s)
 
 
-async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_only(migrated_url):
+@pytest.mark.parametrize("brief", [False, True], ids=["queued", "brief"])
+async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_only(
+    migrated_url, brief
+):
+    """A brief write too: refused at once on the caller's thread, it waits on the database
+    thread for the busy timeout like any other, then fails alone."""
     if not migrated_url.startswith("sqlite"):
         pytest.skip("SQLite locking")
     path = str(db_module.sqlite_file(normalize_url(migrated_url)))
@@ -438,12 +443,12 @@ async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_on
         other.execute("BEGIN IMMEDIATE")  # another process writing
         try:
             with pytest.raises(OperationalError, match="locked"):
-                await db.transact(_insert, "locked out", 1)
+                await db.transact(_insert, "locked out", 1, brief=brief)
             assert await _ids(db) == []  # reads go on meanwhile (WAL)
         finally:
             other.execute("ROLLBACK")
             other.close()
-        await db.transact(_insert, "after", 2)
+        await db.transact(_insert, "after", 2, brief=brief)
         assert await _ids(db) == ["after"]
 
 
@@ -600,23 +605,6 @@ async def test_a_brief_write_behind_another_process_lock_waits_off_the_loop(migr
         await db.transact(_insert, "after a wait", 2)
         holder.close()
         assert await _ids(db) == ["after a wait", "waited"]
-
-
-async def test_a_brief_write_locked_out_past_the_busy_timeout_fails_like_any(migrated_url):
-    if not migrated_url.startswith("sqlite"):
-        pytest.skip("SQLite locking")
-    path = str(db_module.sqlite_file(normalize_url(migrated_url)))
-    other = sqlite3.connect(path, isolation_level=None)
-    async with Database(migrated_url, busy_timeout_ms=50) as db:
-        other.execute("BEGIN IMMEDIATE")
-        try:
-            with pytest.raises(OperationalError, match="locked"):
-                await db.transact(_insert, "locked out", 1, brief=True)
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
-        await db.transact(_insert, "after", 2, brief=True)
-        assert await _ids(db) == ["after"]
 
 
 async def test_a_brief_transaction_that_fails_rolls_back_and_leaves_the_connection_usable(db):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from bot.store import MessageLedger
+from bot.store import Claim, MessageLedger
 
 LEASE = 60.0
 PAYLOAD = {"text": "你好 @_user_1", "chat_id": "oc_1", "mentions": [{"key": "@_user_1"}]}
@@ -39,12 +39,9 @@ async def test_claim_then_redelivery_then_done(db, clock):
     )
 
 
-async def test_two_processes_claiming_the_same_messages_at_once_claim_each_once(
-    db, other_db, clock
-):
-    ledgers = [make_ledger(db, clock), make_ledger(other_db, clock)]
-    ids = [f"om_{i}" for i in range(12)]
-    claims = await asyncio.gather(
+async def _racing_claims(ledgers: list[MessageLedger], ids: list[str]) -> list[Claim]:
+    """Every id claimed three times by each ledger (each a process), all at once."""
+    return await asyncio.gather(
         *(
             ledger.claim(message_id, owner=f"p{n}", payload={"i": i}, lease_seconds=LEASE)
             for i, message_id in enumerate(ids)
@@ -52,6 +49,14 @@ async def test_two_processes_claiming_the_same_messages_at_once_claim_each_once(
             for _ in range(3)
         )
     )
+
+
+async def test_two_processes_claiming_the_same_messages_at_once_claim_each_once(
+    db, other_db, clock
+):
+    ledgers = [make_ledger(db, clock), make_ledger(other_db, clock)]
+    ids = [f"om_{i}" for i in range(12)]
+    claims = await _racing_claims(ledgers, ids)
     winners = Counter(claim.message_id for claim in claims if claim.outcome == "claimed")
     assert winners == dict.fromkeys(ids, 1)
     assert Counter(claim.outcome for claim in claims) == {
@@ -93,14 +98,7 @@ async def test_redeliveries_racing_to_take_over_an_expired_message_take_it_once(
     for message_id in ids:
         await ledgers[0].claim(message_id, owner="dead", payload=PAYLOAD, lease_seconds=LEASE)
     clock.advance(LEASE)
-    claims = await asyncio.gather(
-        *(
-            ledger.claim(message_id, owner=f"p{n}", payload={}, lease_seconds=LEASE)
-            for message_id in ids
-            for n, ledger in enumerate(ledgers)
-            for _ in range(3)
-        )
-    )
+    claims = await _racing_claims(ledgers, ids)
     takers = Counter(claim.message_id for claim in claims if claim.outcome == "taken_over")
     assert takers == dict.fromkeys(ids, 1)
     assert Counter(claim.outcome for claim in claims) == {
