@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 
 import lark_oapi as lark
+import pytest
+from Crypto.Cipher import AES
+from hypothesis import given
+from hypothesis import strategies as st
 from lark_oapi.core.utils import AESCipher
 from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTrigger,
     P2CardActionTriggerResponse,
 )
+
+from bot.feishu.webhook import PushCipher
 
 from fakes.feishu_push import (
     card_action_event,
@@ -45,6 +53,38 @@ def test_sdk_decrypts_what_we_encrypt():
         first, second = encrypt(text, "ek-42"), encrypt(text, "ek-42")
         assert first != second  # a random IV each time
         assert cipher.decrypt_str(first) == text
+
+
+def test_the_webhook_decrypts_the_test_vector():
+    encrypted = base64.b64decode(json.loads(VECTOR_BODY)["encrypt"])
+
+    assert json.loads(PushCipher("test_key").decrypt(encrypted)) == url_verification("c1", "vt")
+
+
+@given(key=st.text(min_size=1, max_size=40), text=st.text(max_size=300))
+def test_the_webhook_decrypts_as_the_sdk_does(key, text):
+    encrypted = base64.b64decode(encrypt(text, key))
+
+    assert PushCipher(key).decrypt(encrypted) == AESCipher(key).decrypt(encrypted)
+    assert PushCipher(key).decrypt(encrypted) == text.encode()
+
+
+@given(data=st.binary(max_size=100))
+def test_bytes_that_are_no_encryption_raise_value_error_only(data):
+    try:
+        plain = PushCipher("ek").decrypt(data)
+    except ValueError:
+        return
+    assert len(plain) < len(data) - 16  # the IV and at least one byte of padding went
+
+
+@pytest.mark.parametrize("last", [0, 17, 255])
+def test_padding_the_sdk_would_strip_blindly_is_refused(last):
+    iv, block = bytes(16), b"x" * 15 + bytes((last,))
+    data = iv + AES.new(hashlib.sha256(b"ek").digest(), AES.MODE_CBC, iv).encrypt(block)
+
+    with pytest.raises(ValueError, match="padding"):
+        PushCipher("ek").decrypt(data)
 
 
 def test_signed_request_headers():
