@@ -69,13 +69,7 @@ def load_object(
     except UnicodeDecodeError:
         raise UntrustedJson("not UTF-8") from None
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_object_without_duplicates,
-            parse_float=_finite_float,
-            parse_int=_bounded_int,
-            parse_constant=_no_constant,
-        )
+        value = _DECODER.decode(text)
     except UntrustedJson:
         raise
     except (ValueError, RecursionError):  # RecursionError: only if max_depth is set high
@@ -146,6 +140,15 @@ def _bounded_int(literal: str) -> int:
 
 def _no_constant(literal: str) -> Any:
     raise UntrustedJson(f"{literal} is not JSON")
+
+
+# One decoder for every call: json.loads with hooks would build it (and its scanner) anew.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object_without_duplicates,
+    parse_float=_finite_float,
+    parse_int=_bounded_int,
+    parse_constant=_no_constant,
+)
 
 
 def _encodable(value: object) -> bool:
