@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .untrusted_json import JSON_OBJECT
+
 __all__ = ["Attachment", "decode_content", "describe", "non_negative_int"]
 
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -47,7 +49,7 @@ class Attachment:
 
 def decode_content(raw: Any) -> tuple[Mapping[str, Any] | None, str]:
     """The decoded ``content`` object, or None and what is wrong with it."""
-    if isinstance(raw, Mapping):  # already decoded by whoever handed it to us
+    if isinstance(raw, JSON_OBJECT):  # already decoded by whoever handed it to us
         return raw, ""
     if not isinstance(raw, str) or not raw.strip():
         return None, "is missing"
@@ -55,7 +57,7 @@ def decode_content(raw: Any) -> tuple[Mapping[str, Any] | None, str]:
         value = json.loads(raw)
     except (ValueError, RecursionError):
         return None, "is not valid JSON"
-    if not isinstance(value, Mapping):
+    if not isinstance(value, JSON_OBJECT):
         return None, "is not a JSON object"
     return value, ""
 

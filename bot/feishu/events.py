@@ -41,6 +41,7 @@ from typing import Any
 
 from .content import Attachment, decode_content, describe, non_negative_int
 from .post import REMOVED, Inline, flatten_card, flatten_post, join_inline
+from .untrusted_json import JSON_OBJECT
 
 __all__ = [
     "ALL_MENTION_KEY",
@@ -154,10 +155,10 @@ def event_type(envelope: Any) -> str:
 
     Without a header, a top-level ``event_type`` (node-sdk's flattened layout) is used.
     """
-    if not isinstance(envelope, Mapping):
+    if not isinstance(envelope, JSON_OBJECT):
         return ""
     header = envelope.get("header")
-    if isinstance(header, Mapping):
+    if isinstance(header, JSON_OBJECT):
         return _s(header.get("event_type"))
     return _s(envelope.get("event_type")) if header is None else ""
 
@@ -173,7 +174,7 @@ def parse_message_event(
     if isinstance(event, Rejected):
         return event
     message = event.get("message")
-    if not isinstance(message, Mapping):
+    if not isinstance(message, JSON_OBJECT):
         return Rejected("message event has no message object")
     message_id = _s(message.get("message_id"))
     chat_id = _s(message.get("chat_id"))
@@ -182,7 +183,7 @@ def parse_message_event(
         return Rejected("message has no message_id")
     if not chat_id:
         return Rejected("message has no chat_id")
-    if not isinstance(sender, Mapping):
+    if not isinstance(sender, JSON_OBJECT):
         return Rejected("message event has no sender")
     sender_ids = _m(sender.get("sender_id"))
     sender_type = _s(sender.get("sender_type")) or "user"
@@ -346,11 +347,11 @@ class _MentionBook:
 
 
 def _mention(item: Any) -> Mention | None:
-    if not isinstance(item, Mapping):
+    if not isinstance(item, JSON_OBJECT):
         return None
     key = _s(item.get("key"))
     ident = item.get("id")
-    if isinstance(ident, Mapping):
+    if isinstance(ident, JSON_OBJECT):
         ids = {k: _s(ident.get(k)) for k in ("open_id", "union_id", "user_id")}
     elif isinstance(ident, str):  # the REST layout: "id" plus "id_type"
         ids = {_s(item.get("id_type")) or "open_id": ident}
@@ -381,7 +382,7 @@ def parse_card_action(envelope: Mapping[str, Any]) -> CardAction | Rejected:
     if not operator_open_id:
         return Rejected("card action has no operator open_id")
     action = event.get("action")
-    if not isinstance(action, Mapping):
+    if not isinstance(action, JSON_OBJECT):
         return Rejected("card action has no action object")
     value = _object_field(action.get("value"), "value", decode_string=True)
     if isinstance(value, Rejected):
@@ -418,14 +419,14 @@ def parse_card_action(envelope: Mapping[str, Any]) -> CardAction | Rejected:
 def _object_field(raw: Any, name: str, *, decode_string: bool) -> dict[str, Any] | Rejected:
     if raw is None or raw == "":
         return {}
-    if isinstance(raw, Mapping):
+    if isinstance(raw, JSON_OBJECT):
         return dict(raw)
     if isinstance(raw, str) and decode_string:
         try:
             decoded = json.loads(raw)
         except (ValueError, RecursionError):
             decoded = None
-        if isinstance(decoded, Mapping):
+        if isinstance(decoded, JSON_OBJECT):
             return dict(decoded)
         return Rejected(f"card action {name} is a string that is not a JSON object")
     return Rejected(f"card action {name} is {_type_name(raw)}, not an object")
@@ -437,7 +438,7 @@ def _object_field(raw: Any, name: str, *, decode_string: bool) -> dict[str, Any]
 def _event_object(
     envelope: Any, expected_type: str, what: str, *, marker: str
 ) -> Mapping[str, Any] | Rejected:
-    if not isinstance(envelope, Mapping):
+    if not isinstance(envelope, JSON_OBJECT):
         return Rejected(f"envelope is {_type_name(envelope)}, not a JSON object")
     if "encrypt" in envelope:
         return Rejected("envelope is still encrypted; decrypt it first")
@@ -450,9 +451,9 @@ def _event_object(
     if kind and kind != expected_type:
         return Rejected(f"not a {what} event: {_loggable_event_type(kind)}")
     event = envelope.get("event")
-    if isinstance(event, Mapping):
+    if isinstance(event, JSON_OBJECT):
         return event
-    if event is None and "header" not in envelope and isinstance(envelope.get(marker), Mapping):
+    if event is None and "header" not in envelope and isinstance(envelope.get(marker), JSON_OBJECT):
         return envelope  # node-sdk's layout: the event's fields at the top level
     return Rejected("envelope has no event object")
 
@@ -470,7 +471,7 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 def _m(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, JSON_OBJECT) else {}
 
 
 def _type_name(value: Any) -> str:

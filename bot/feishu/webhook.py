@@ -35,7 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from .untrusted_json import UntrustedJson, load_object
+from .untrusted_json import JSON_OBJECT, UntrustedJson, load_object
 
 TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
 NONCE_HEADER = "X-Lark-Request-Nonce"
@@ -150,7 +150,7 @@ class WebhookVerifier:
 
     def _event(self, payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
         header = payload.get("header")
-        if payload.get("schema") != "2.0" or not isinstance(header, Mapping):
+        if payload.get("schema") != "2.0" or not isinstance(header, JSON_OBJECT):
             # Schema 1.0 carries its token at the top level; we only speak 2.0.
             if self._token_ok(payload.get("token")):
                 return Refused(400, "schema 1.0 events are not supported; subscribe to 2.0")
@@ -213,7 +213,7 @@ def open_trusted(body: bytes) -> VerifiedEvent | Refused:
 
 def _envelope_event(payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
     header = payload.get("header")
-    if payload.get("schema") != "2.0" or not isinstance(header, Mapping):
+    if payload.get("schema") != "2.0" or not isinstance(header, JSON_OBJECT):
         return Refused(400, "not a schema 2.0 event envelope")
     event_type = header.get("event_type")
     if not isinstance(event_type, str) or not event_type:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from bot.feishu.untrusted_json import JSON_OBJECT
 from bot.feishu.webhook import VerifiedEvent
 from bot.store import Claim, MessageLedger
 
@@ -202,8 +203,8 @@ class EventIntake:
 
 def _message_id_and_time(envelope: Mapping[str, Any]) -> tuple[str, int]:
     event = envelope.get("event")
-    message = event.get("message") if isinstance(event, Mapping) else None
-    if not isinstance(message, Mapping):
+    message = event.get("message") if isinstance(event, JSON_OBJECT) else None
+    if not isinstance(message, JSON_OBJECT):
         return "", 0
     message_id = message.get("message_id")
     created = message.get("create_time")
