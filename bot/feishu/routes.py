@@ -24,6 +24,8 @@ CardHandler = Callable[[VerifiedEvent], Awaitable[Mapping[str, Any]]]
 
 # Feishu payloads are small; anything bigger is not from Feishu.
 MAX_BODY_BYTES = 1 << 20
+# Every accepted push gets the same answer: encoded once, not by json_response each time.
+_ACCEPTED = b'{"msg": "success"}'
 
 
 def events_handler(
@@ -43,7 +45,7 @@ def events_handler(
                 "event %s (%s) could not be recorded", opened.event_id, opened.event_type
             )
             return web.json_response({"msg": "temporarily unable to accept the event"}, status=500)
-        return web.json_response({"msg": "success"})
+        return web.Response(body=_ACCEPTED, content_type="application/json", charset="utf-8")
 
     return post_events
 
