@@ -162,38 +162,45 @@ EventCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 
 class EventSink:
-    """Queues events and hands them to ``on_event`` one at a time, in order.
+    """Hands events to ``on_event`` one at a time, in order.
 
-    ``emit`` never waits. ``aclose`` waits until every queued event was delivered;
-    a consumer that raises is logged and keeps receiving the following events.
+    ``emit`` never waits. A plain function is called inside ``emit``: a task, an event and
+    a queue for every run cost more than such a consumer (a list's append, the console's
+    publisher) does. A coroutine function, or a plain one that answers with an awaitable,
+    gets its events through a task from then on, and ``aclose`` waits until every queued
+    event was delivered. A consumer that raises is logged and keeps receiving the
+    following events.
     """
 
     def __init__(self, on_event: EventCallback | None) -> None:
         self._on_event = on_event
-        self._is_async = on_event is not None and inspect.iscoroutinefunction(on_event)
         self._pending: deque[RunEvent] = deque()
-        self._wakeup = asyncio.Event()
+        self._wakeup: asyncio.Event | None = None  # with the task
         self._closed = False
         self._task: asyncio.Task[None] | None = None
-        if on_event is not None:
-            self._task = asyncio.get_running_loop().create_task(self._deliver())
+        if on_event is not None and inspect.iscoroutinefunction(on_event):
+            self._start(None, "")
 
     @property
     def active(self) -> bool:
-        return self._task is not None
+        return self._on_event is not None
 
     def emit(self, event: RunEvent) -> None:
-        if self._task is None or self._closed:
+        if self._on_event is None or self._closed:
+            return
+        if self._wakeup is None:
+            self._call(event)
             return
         self._pending.append(event)
         self._wakeup.set()
 
     async def aclose(self) -> None:
-        if self._task is None or self._closed:
+        if self._closed:
             return
         self._closed = True
-        self._wakeup.set()
-        await asyncio.shield(self._task)
+        if self._task is not None and self._wakeup is not None:
+            self._wakeup.set()
+            await asyncio.shield(self._task)
 
     def abort(self) -> None:
         """Stop delivering (the run itself was cancelled from outside)."""
@@ -201,23 +208,50 @@ class EventSink:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    async def _deliver(self) -> None:
+    def _call(self, event: RunEvent) -> None:
+        assert self._on_event is not None
+        try:
+            answer = self._on_event(event)
+        except Exception:  # a broken consumer must not break the run
+            logger.exception("on_event consumer failed on %s event", event.type)
+            return
+        if inspect.isawaitable(answer):
+            # A callable object with an async __call__, say: this event's delivery, then
+            # every later one, in order, in a task.
+            self._start(answer, event.type)
+
+    def _start(self, first: Awaitable[None] | None, first_kind: str) -> None:
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._deliver(self._wakeup, first, first_kind)
+        )
+
+    async def _deliver(
+        self, wakeup: asyncio.Event, first: Awaitable[None] | None, first_kind: str
+    ) -> None:
         assert self._on_event is not None
         on_event = self._on_event
         pending = self._pending
+        if first is not None:
+            await _delivered(first, first_kind)
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
+            await wakeup.wait()
+            wakeup.clear()
             while pending:
                 event = pending.popleft()
                 try:
-                    if self._is_async:
-                        await on_event(event)  # type: ignore[misc]  # async, as checked at start
-                    else:
-                        maybe = on_event(event)
-                        if inspect.isawaitable(maybe):
-                            await maybe
-                except Exception:  # a broken consumer must not break the run
+                    answer = on_event(event)
+                except Exception:
                     logger.exception("on_event consumer failed on %s event", event.type)
+                    continue
+                if inspect.isawaitable(answer):
+                    await _delivered(answer, event.type)
             if self._closed and not pending:
                 return
+
+
+async def _delivered(answer: Awaitable[None], kind: str) -> None:
+    try:
+        await answer
+    except Exception:  # a broken consumer must not break the run
+        logger.exception("on_event consumer failed on %s event", kind)

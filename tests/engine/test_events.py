@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -230,6 +231,32 @@ async def test_callable_object_returning_a_coroutine_is_awaited() -> None:
     await agent(two_step_llm()).run("q", on_event=Consumer())
     assert len(events) == 5
     assert isinstance(events[-1], DoneEvent)
+
+
+async def test_a_plain_consumer_that_starts_answering_awaitables_keeps_the_order() -> None:
+    """Called inline while it answers None; once it answers an awaitable, that event and
+    every later one go through a task, still in order, all delivered before run returns."""
+    delivered: list[str] = []
+
+    async def later(label: str) -> None:
+        await asyncio.sleep(0.01)
+        delivered.append(label)
+
+    def consumer(event: RunEvent) -> Awaitable[None] | None:
+        label = f"{event.type}:{getattr(event, 'phase', '')}"
+        if len(delivered) < 1:
+            delivered.append(label)
+            return None
+        return later(label)  # from the second event on
+
+    await agent(two_step_llm()).run("q", on_event=consumer)
+    assert delivered == [
+        "step:started",
+        "step:finished",
+        "step:started",
+        "step:finished",
+        "done:",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
