@@ -234,18 +234,20 @@ def _form_data(request: BaseRequest) -> aiohttp.FormData:
 
 def marshal(body: Any) -> str:
     """``lark.JSON.marshal(body)``, the same text, without its deep copy of every model."""
-    return _ENCODER.encode(body)
+    text: str = _ENCODER.encode(body)
+    return text
 
 
-class _CopyFreeEncoder(Encoder):
+class _CopyFreeEncoder(json.JSONEncoder):
     """lark-oapi's encoder, except that a model's fields are filtered into new dicts
     instead of deep-copied and then filtered in place (a reply's body: 19 calls of
-    ``copy.deepcopy`` a message, for a result that is only read)."""
+    ``copy.deepcopy`` a message, for a result that is only read). Everything else
+    (dates, bytes, sets) is left to lark-oapi's."""
 
     def default(self, o: Any) -> Any:
         if not isinstance(o, io.BufferedReader) and hasattr(o, "__dict__"):
             return _without_nulls(vars(o))
-        return super().default(o)
+        return _LARK_ENCODER.default(o)
 
 
 def _without_nulls(fields: dict[str, Any]) -> dict[str, Any]:
@@ -260,6 +262,7 @@ def _without_nulls(fields: dict[str, Any]) -> dict[str, Any]:
 # One encoder for every call (json.dumps(cls=...) builds one each time); encode() keeps no
 # state between calls.
 _ENCODER = _CopyFreeEncoder(ensure_ascii=False)
+_LARK_ENCODER: Any = Encoder()
 
 
 def _is_form(headers: dict[str, str]) -> bool:

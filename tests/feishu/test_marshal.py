@@ -30,6 +30,10 @@ leaves = st.one_of(
     st.integers(),
     st.floats(allow_nan=False),
     st.text(),
+    # What lark-oapi's encoder turns into JSON itself: dates, bytes (UTF-8 or base64). Not
+    # sets: its deep copy may iterate one in another order, so its own text is not fixed.
+    st.datetimes(),
+    st.binary(max_size=8),
 )
 values = st.recursive(
     leaves,
