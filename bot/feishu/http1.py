@@ -46,6 +46,8 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 # A header value may not end the header early (CR, LF) or smuggle a NUL.
 _UNSAFE_VALUE = re.compile(r"[\r\n\x00]")
 _UNSAFE_TARGET = re.compile(r"[\x00-\x20\x7f]")
+# The answer's headers that decide how it is read, by lower-case name.
+_FRAMING = frozenset({"content-length", "transfer-encoding", "content-encoding"})
 
 
 class ResponseInvalid(ValueError):
@@ -82,6 +84,7 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[HttpResponse] | None = None
         self._max_body = DEFAULT_MAX_BODY_BYTES
         self._headers: dict[str, str] = {}
+        self._framing: dict[str, str] = {}
         self._chunks: list[bytes] = []
         self._head_bytes = 0
         self._body_bytes = 0
@@ -145,6 +148,7 @@ class _Connection(asyncio.Protocol):
             # connection is no longer in step with its requests.
             raise ResponseInvalid("an answer nobody asked for")
         self._headers = {}
+        self._framing = {}
         self._chunks = []
         self._head_bytes = 0
         self._body_bytes = 0
@@ -156,20 +160,25 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count_head(len(name) + len(value))
         key = name.decode("latin-1")
+        text = value.decode("latin-1")
         # Repeated fields are one comma-separated list (RFC 9110 5.3).
         previous = self._headers.get(key)
-        text = value.decode("latin-1")
-        self._headers[key] = text if previous is None else f"{previous}, {text}"
+        if previous is not None:
+            text = f"{previous}, {text}"
+        self._headers[key] = text
+        lowered = key.lower()
+        if lowered in _FRAMING:
+            self._framing[lowered] = text
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
-        length = _header(self._headers, "content-length")
+        length = self._framing.get("content-length")
         declared = int(length) if length and length.isascii() and length.isdigit() else None
         if declared is not None and declared > self._max_body:
             raise ResponseInvalid(f"answer declares {declared} bytes, over {self._max_body}")
         # Asked now: llhttp knows the answer's keep-alive rule only while it is in it.
         self._keep_alive = self._parser.should_keep_alive()
-        chunked = "chunked" in (_header(self._headers, "transfer-encoding") or "").lower()
+        chunked = "chunked" in self._framing.get("transfer-encoding", "").lower()
         self._close_delimited = (
             length is None and not chunked and self._parser.get_status_code() not in (204, 304)
         )
@@ -224,7 +233,7 @@ class _Connection(asyncio.Protocol):
     def _settle(self, waiter: asyncio.Future[HttpResponse]) -> None:
         body = b"".join(self._chunks)
         self._chunks = []
-        encoding = _header(self._headers, "content-encoding")
+        encoding = self._framing.get("content-encoding")
         try:
             if encoding:
                 body = _decoded(body, encoding.strip().lower(), self._max_body)
@@ -396,13 +405,6 @@ def _serialize(
         lines.append(f"Content-Length: {len(body or b'')}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")  # non-Latin-1: ValueError
     return head + body if body else head
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
 
 
 def _decoded(body: bytes, encoding: str, limit: int) -> bytes:

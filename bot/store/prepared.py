@@ -289,7 +289,9 @@ def _wrapped_asyncpg(
 
 
 def _driver(connection: Connection) -> sqlite3.Connection:
-    driver: sqlite3.Connection = connection.connection.driver_connection  # type: ignore[assignment]  # sqlite only here
+    # pysqlite's DB-API connection is sqlite3's own: the pool's plain attribute, not the
+    # driver_connection properties (four calls a statement, a sixth of this module's).
+    driver: sqlite3.Connection = connection.connection.dbapi_connection  # type: ignore[assignment]  # sqlite only here
     return driver
 
 
