@@ -87,6 +87,7 @@ class _Connection(asyncio.Protocol):
         self._framing: dict[str, str] = {}
         self._chunks: list[bytes] = []
         self._head_bytes = 0
+        self._head_received = 0  # bytes received while the head was incomplete
         self._body_bytes = 0
         self._headers_done = False
         self._close_delimited = False
@@ -107,6 +108,13 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self.answered_any = True
+        if not self._headers_done:
+            # llhttp buffers a header line until it ends: a line that never ends must not
+            # grow without bound before on_header can count it.
+            self._head_received += len(data)
+            if self._head_received > 2 * MAX_HEAD_BYTES:
+                self._fail(ResponseInvalid(f"answer head over {MAX_HEAD_BYTES} bytes"))
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -207,6 +215,7 @@ class _Connection(asyncio.Protocol):
         self._max_body = max_body
         self._waiter = asyncio.get_running_loop().create_future()
         self.answered_any = False
+        self._head_received = 0
         self._transport.write(request)
         try:
             return await self._waiter

@@ -466,6 +466,24 @@ def test_bodies_heads_and_inflation_over_their_limits_are_refused(run: Any) -> N
     run(scenario())
 
 
+def test_a_header_line_that_never_ends_is_refused_before_the_timeout(run: Any) -> None:
+    async def handle(conn: Conn) -> None:
+        await conn.read_request()
+        await conn.write(b"HTTP/1.1 200 OK\r\nX-Endless: ")
+        for _ in range(40):  # 40 x 8 KiB, and never a line end
+            await conn.write(b"a" * 8192)
+        await asyncio.sleep(5)
+
+    async def scenario() -> None:
+        async with serve(handle) as server:
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(ResponseInvalid, match="head over"):
+                await post(Http1Client(), server.url, seconds=4.0)
+            assert asyncio.get_running_loop().time() - started < 3.0
+
+    run(scenario())
+
+
 @pytest.mark.parametrize(
     "headers",
     [
