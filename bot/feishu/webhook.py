@@ -11,7 +11,11 @@ a push), the SDK's signature recipe
 verification token, and a freshness window on the signed timestamp.
 
 The url_verification challenge may arrive encrypted and unsigned: it is answered on
-the strength of its verification token alone, as Feishu expects.
+the strength of its verification token alone, as Feishu expects. So an encrypted body
+is decrypted even when its signature is missing or wrong (the signature is checked
+first all the same), and such a body is then told only that decryption failed, never
+why: bad padding and a plaintext that is not JSON answer alike, or the answers would
+be a padding oracle.
 
 Without an Encrypt Key Feishu signs nothing, so nothing but the verification token
 vouches for a push and no signed timestamp dates it. In that mode (refused at start-up
@@ -91,35 +95,46 @@ class WebhookVerifier:
         if isinstance(outer, Refused):
             return outer
         encrypted = outer.get("encrypt")
-        if encrypted is not None:
-            payload = self._decrypt(encrypted)
-            if isinstance(payload, Refused):
-                return payload
-        else:
+        if encrypted is None:
             payload = outer
-        if payload.get("type") == "url_verification":
-            return self._challenge(payload)
-        if self._encrypt_key:
-            # With an Encrypt Key configured, Feishu signs every push.
-            refused = self._check_signature(body, headers)
-            if refused is not None:
-                return refused
-        return self._event(payload)
+            if payload.get("type") == "url_verification":
+                return self._challenge(payload)
+            if self._encrypt_key:
+                # With an Encrypt Key configured, Feishu signs every push.
+                refused = self._check_signature(body, headers)
+                if refused is not None:
+                    return refused
+            return self._event(payload)
+        # The signature first: what an unsigned (or forged) body learns from decryption is
+        # only that it failed, whatever failed, so no answer can serve as a padding oracle.
+        unsigned = self._check_signature(body, headers) if self._encrypt_key else None
+        decrypted = self._decrypt(encrypted, detailed=unsigned is None)
+        if isinstance(decrypted, Refused):
+            return decrypted
+        if decrypted.get("type") == "url_verification":
+            return self._challenge(decrypted)  # may come unsigned: its token vouches
+        if unsigned is not None:
+            return unsigned
+        return self._event(decrypted)
 
     # -- steps -------------------------------------------------------------------------
 
-    def _decrypt(self, encrypted: object) -> dict[str, Any] | Refused:
+    def _decrypt(self, encrypted: object, *, detailed: bool) -> dict[str, Any] | Refused:
         if self._cipher is None:
             return Refused(400, "encrypted body, but FEISHU_ENCRYPT_KEY is not set")
         if not isinstance(encrypted, str) or not encrypted:
             return Refused(400, "'encrypt' is not a non-empty string")
+        undecryptable = Refused(400, "body cannot be decrypted with the configured key")
         try:
             # Bytes: the plaintext's UTF-8 is load_object's to check. (binascii.Error, for
             # bad base64, is a ValueError; so are length and padding.)
             plaintext = self._cipher.decrypt(base64.b64decode(encrypted))
         except ValueError:
-            return Refused(400, "body cannot be decrypted with the configured key")
-        return _json_object(plaintext, "decrypted body")
+            return undecryptable
+        payload = _json_object(plaintext, "decrypted body")
+        if isinstance(payload, Refused) and not detailed:
+            return undecryptable  # bad padding and bad plaintext must look the same
+        return payload
 
     def _challenge(self, payload: Mapping[str, Any]) -> Challenge | Refused:
         if not self._token_ok(payload.get("token")):
