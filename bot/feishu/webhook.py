@@ -4,9 +4,9 @@ lark-oapi's ``EventDispatcherHandler.do()`` answers HTTP 500 for every failure (
 Feishu retries forged requests forever) and checks no timestamp (a captured request
 can be replayed). This module does the same checks with proper outcomes: decryption
 as the SDK's ``AESCipher`` decrypts (AES-256-CBC, the key the SHA-256 of the Encrypt Key,
-the IV the first 16 bytes) but with OpenSSL's AES through ``cryptography`` and the PKCS#7
-padding checked (pycryptodome's set-up per call was a quarter of this module's CPU
-a push), the SDK's signature recipe
+the IV the first 16 bytes, PKCS#7 padding checked) but with OpenSSL's AES through
+``cryptography`` (pycryptodome's set-up per call was a quarter of this module's CPU a
+push), the SDK's signature recipe
 ``sha256(timestamp + nonce + encrypt_key + raw body)`` compared in constant time, the
 verification token, and a freshness window on the signed timestamp.
 

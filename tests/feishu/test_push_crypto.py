@@ -79,12 +79,14 @@ def test_bytes_that_are_no_encryption_raise_value_error_only(data):
 
 
 @pytest.mark.parametrize("last", [0, 17, 255])
-def test_padding_the_sdk_would_strip_blindly_is_refused(last):
+def test_bad_padding_is_refused_as_the_sdk_refuses_it(last):
     iv, block = bytes(16), b"x" * 15 + bytes((last,))
     data = iv + AES.new(hashlib.sha256(b"ek").digest(), AES.MODE_CBC, iv).encrypt(block)
 
     with pytest.raises(ValueError, match="padding"):
         PushCipher("ek").decrypt(data)
+    with pytest.raises(ValueError, match="padding"):
+        AESCipher("ek").decrypt(data)
 
 
 def test_signed_request_headers():
