@@ -72,6 +72,8 @@ class Refused:
 
 Opened = Challenge | VerifiedEvent | Refused
 
+_UNDECRYPTABLE = Refused(400, "body cannot be decrypted with the configured key")
+
 
 class WebhookVerifier:
     """Turns a raw request (body bytes and headers) into a verified event or a refusal."""
@@ -124,16 +126,15 @@ class WebhookVerifier:
             return Refused(400, "encrypted body, but FEISHU_ENCRYPT_KEY is not set")
         if not isinstance(encrypted, str) or not encrypted:
             return Refused(400, "'encrypt' is not a non-empty string")
-        undecryptable = Refused(400, "body cannot be decrypted with the configured key")
         try:
             # Bytes: the plaintext's UTF-8 is load_object's to check. (binascii.Error, for
             # bad base64, is a ValueError; so are length and padding.)
             plaintext = self._cipher.decrypt(base64.b64decode(encrypted))
         except ValueError:
-            return undecryptable
+            return _UNDECRYPTABLE
         payload = _json_object(plaintext, "decrypted body")
         if isinstance(payload, Refused) and not detailed:
-            return undecryptable  # bad padding and bad plaintext must look the same
+            return _UNDECRYPTABLE  # bad padding and bad plaintext must look the same
         return payload
 
     def _challenge(self, payload: Mapping[str, Any]) -> Challenge | Refused:

@@ -147,8 +147,8 @@ class ApiUsage:
         return self._known + self._pending
 
     def delivery(self) -> Delivery:
-        if self.budget <= 0:
-            return DELIVERIES[0]  # no budget: no step to work out (every answer asks)
+        if self.budget <= 0:  # no budget, no step: every answer asks, so skip the arithmetic
+            return DELIVERIES[0]
         _, elapsed = month_of(self._clock(), self._zone)
         return DELIVERIES[budget_level(self.total, self.budget, elapsed)]
 

@@ -58,6 +58,7 @@ class Conn:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     number: int
+    server: Server
 
     async def read_request(self) -> Request | None:
         try:
@@ -98,7 +99,7 @@ class Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
-            await self.handler(Conn(reader, writer, self.connections))
+            await self.handler(Conn(reader, writer, self.connections, self))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -112,27 +113,15 @@ def answer(body: bytes = b'{"code":0}', *, status: str = "200 OK", extra: str = 
     ).encode() + body
 
 
-def echoing(server_of: Callable[[], Server]) -> Handler:
+async def echoing(conn: Conn) -> None:
     """Answers every request on the connection with its own body, keeping it alive."""
-
-    async def handle(conn: Conn) -> None:
-        server = server_of()
-        while (request := await conn.read_request()) is not None:
-            server.requests.append(request)
-            await conn.write(answer(request.body or b"{}"))
-
-    return handle
-
-
-def serve(handler: Handler) -> Server:
-    return Server(handler)
+    while (request := await conn.read_request()) is not None:
+        conn.server.requests.append(request)
+        await conn.write(answer(request.body or b"{}"))
 
 
 def echo_server() -> Server:
-    holder: list[Server] = []
-    server = Server(echoing(lambda: holder[0]))
-    holder.append(server)
-    return server
+    return Server(echoing)
 
 
 async def post(client: Http1Client, url: str, body: bytes = b"{}", **kw: Any) -> HttpResponse:
@@ -188,7 +177,7 @@ def test_chunked_gzip_and_deflate_answers_are_read_whole(run: Any) -> None:
             await conn.write(b"HTTP/1.1 200 OK\r\n" + extra + length + b"\r\n" + body)
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             for _ in bodies:
                 assert (await post(client, server.url)).body == payload
@@ -204,7 +193,7 @@ def test_an_answer_delimited_by_close_is_read_and_the_connection_not_reused(run:
         await conn.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             assert (await post(client, server.url)).body == b"until the end"
             assert (await post(client, server.url)).body == b"until the end"
@@ -223,7 +212,7 @@ def test_connection_close_and_http_1_0_answers_are_not_reused(run: Any) -> None:
         await asyncio.sleep(0.5)  # the server would keep it open: the client must not
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             for _ in range(3):
                 assert (await post(client, server.url)).status == 200
@@ -241,7 +230,7 @@ def test_interim_1xx_answers_are_skipped(run: Any) -> None:
         await conn.write(answer(b"final", status="201 Created"))
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             response = await post(Http1Client(), server.url)
             assert (response.status, response.body) == (201, b"final")
             assert "Link" not in response.headers
@@ -255,7 +244,7 @@ def test_repeated_headers_are_joined(run: Any) -> None:
         await conn.write(answer(extra="X-Tt-Logid: a\r\nX-Tt-Logid: b\r\n"))
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             response = await post(Http1Client(), server.url)
             assert response.headers["X-Tt-Logid"] == "a, b"
 
@@ -285,7 +274,7 @@ def test_at_most_max_connections_are_open_at_once(run: Any) -> None:
             server.busy -= 1
             await conn.write(answer())
 
-    server = serve(handle)
+    server = Server(handle)
 
     async def scenario() -> None:
         async with server:
@@ -309,7 +298,7 @@ def test_a_timed_out_answer_is_never_read_as_the_next_one(run: Any) -> None:
             await conn.write(answer(request.body))
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             with pytest.raises(TimeoutError):
                 await post(client, server.url, b"slow", seconds=0.1)
@@ -327,7 +316,7 @@ def test_a_cancelled_request_closes_its_connection(run: Any) -> None:
             await conn.write(answer(request.body))
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             task = asyncio.create_task(post(client, server.url, b"first"))
             await asyncio.sleep(0.05)
@@ -346,7 +335,7 @@ def test_an_answer_cut_off_mid_body_is_an_error(run: Any) -> None:
         await conn.write(answer(b'{"code":0,"data":{}}')[:-5])
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             with pytest.raises(ConnectionResetError):
                 await post(Http1Client(), server.url)
 
@@ -359,7 +348,7 @@ def test_a_server_closing_an_idle_connection_costs_nothing(run: Any) -> None:
         await conn.write(answer())  # says keep-alive, then closes anyway
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             await post(client, server.url)
             await asyncio.sleep(0.05)
@@ -387,7 +376,7 @@ def test_a_reused_connection_closed_unanswered_is_retried_only_when_idempotent(
             conn.writer.transport.abort()
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             await client.request(method, server.url + "/x", headers={}, seconds=2)
             if retried:
@@ -410,7 +399,7 @@ def test_bytes_nobody_asked_for_retire_an_idle_connection(run: Any) -> None:
                 await conn.write(answer(b"smuggled"))
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             assert (await post(client, server.url, b"one")).body == b"one"
             await asyncio.sleep(0.05)
@@ -431,7 +420,7 @@ def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(run: Any) -
         await asyncio.sleep(1)
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             with pytest.raises(ResponseInvalid, match="declares 100000000"):
                 await post(Http1Client(), server.url, max_body=1000)
 
@@ -457,7 +446,7 @@ def test_bodies_heads_and_inflation_over_their_limits_are_refused(run: Any) -> N
         await asyncio.sleep(0.5)
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             for match in matches:
                 with pytest.raises(ResponseInvalid, match=match):
@@ -475,7 +464,7 @@ def test_a_header_line_that_never_ends_is_refused_before_the_timeout(run: Any) -
         await asyncio.sleep(5)
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             started = asyncio.get_running_loop().time()
             with pytest.raises(ResponseInvalid, match="head over"):
                 await post(Http1Client(), server.url, seconds=4.0)
@@ -520,7 +509,7 @@ def test_urls_it_cannot_send_to_are_refused(run: Any, url: str) -> None:
 
 def test_a_refused_connection_is_an_os_error(run: Any) -> None:
     async def scenario() -> None:
-        async with serve(lambda conn: asyncio.sleep(0)) as server:
+        async with Server(lambda conn: asyncio.sleep(0)) as server:
             url = server.url
         with pytest.raises(ConnectionRefusedError):
             await Http1Client().request("GET", url, headers={}, seconds=2)
@@ -581,7 +570,7 @@ def test_any_bytes_end_in_an_answer_or_a_clear_error(run: Any, written: bytes) -
         await conn.write(written)
 
     async def scenario() -> None:
-        async with serve(handle) as server:
+        async with Server(handle) as server:
             client = Http1Client()
             try:
                 response = await post(client, server.url, seconds=1.0)
