@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -82,8 +83,8 @@ class ConversationRow(SQLModel, table=True):
 
     __tablename__ = "conversations"
     __table_args__ = (
+        # Its index also answers lookups by scope_key alone.
         UniqueConstraint("scope_key", "generation", name="uq_conversations_scope_key_generation"),
-        Index("ix_conversations_scope_key", "scope_key"),
     )
 
     id: str = Field(sa_type=String, primary_key=True)
@@ -121,7 +122,14 @@ class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
     __table_args__ = (
         Index("ix_runs_started_at", "started_at"),
-        Index("ix_runs_status", "status"),
+        # Only the runs still running: the sweep for orphans reads them; a finished run
+        # (nearly every row) is not written to it.
+        Index(
+            "ix_runs_running",
+            "started_at",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
     )
 
     id: str = Field(sa_type=String, primary_key=True)

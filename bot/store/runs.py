@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, and_, bindparam, exists, select, update
+from sqlalchemy import Integer, and_, bindparam, exists, literal_column, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
@@ -83,7 +83,10 @@ _ALIVE = exists().where(
 )
 _MARK_INTERRUPTED = (
     update(_runs)
-    .where(_runs.c.status == RUNNING, ~_ALIVE)
+    # A literal, not a parameter: a plan made without the value (PostgreSQL's generic plan
+    # of a prepared statement) could not use the partial index of running runs
+    # (ix_runs_running), whose condition the query must be seen to imply.
+    .where(_runs.c.status == literal_column(f"'{RUNNING}'"), ~_ALIVE)
     .values(
         status=INTERRUPTED,
         error="the process running it stopped before the run finished",

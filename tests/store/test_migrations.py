@@ -60,7 +60,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0009"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0010"
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.store import MessageLedger, RunStore
+from bot.store.runs import _MARK_INTERRUPTED
 
 USAGE = {
     "iterations": 3,
@@ -100,3 +101,24 @@ async def test_a_taken_over_message_interrupts_the_old_holders_run(db, clock):
     assert await runs.mark_interrupted_running() == 1
     assert (await runs.get("run_old")).status == "interrupted"
     assert (await runs.get("run_new")).status == "running"
+
+
+async def test_the_orphan_sweep_reads_only_the_index_of_running_runs(db):
+    # The sweep runs at every start-up over a table that grows by a row a message: it must
+    # find the running runs by their partial index, never by a scan of every run.
+    def plan(connection):
+        compiled = _MARK_INTERRUPTED.compile(connection)
+        values = compiled.construct_params({"now": 1.0})
+        params = tuple(values[name] for name in compiled.positiontup)
+        if db.dialect == "sqlite":
+            explained = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), params)
+            return " | ".join(str(row[-1]) for row in explained)
+        # A planner free to choose would scan a table this small; forbid that to see
+        # whether the index can serve the query at all.
+        connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        explained = connection.exec_driver_sql("EXPLAIN " + str(compiled), params)
+        return " | ".join(row[0] for row in explained)
+
+    text = await db.transact(plan)
+    assert "ix_runs_running" in text, text
+    assert "SCAN runs " not in text.replace("SCAN runs USING INDEX", ""), text
