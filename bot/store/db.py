@@ -22,7 +22,14 @@ is re-raised to the caller of `transact`).
   WAL mode, `synchronous=NORMAL`, a busy timeout, foreign keys on, and no automatic checkpoints
   on that connection: a checkpoint (which syncs the file) would stall every transaction queued
   behind it, so a background thread runs `PRAGMA wal_checkpoint(PASSIVE)` every few seconds on
-  a short-lived connection of its own, concurrently with the writer.
+  a short-lived connection of its own, concurrently with the writer. Under writes that never
+  pause, a passive checkpoint never catches up with the writer, and the WAL only restarts from
+  its beginning after one that did: it grew by every page ever written (340 MB in the 25 s of
+  the webhook bench, a page appended to the file costing the kernel twice an overwritten
+  one). So once the WAL holds `RESTART_AFTER_FRAMES`, the passive checkpoint is followed by
+  a `RESTART` one, which holds writers off while it copies what the passive one could not
+  (a few milliseconds) and waits at most `RESTART_WAIT_MS` for readers; the next write then
+  starts the WAL over.
 - PostgreSQL: asyncpg under SQLAlchemy's async engine; `fn` runs through `run_sync` (one
   greenlet a transaction). The default READ COMMITTED level; the stores stay correct there
   through conditional updates and `INSERT ... ON CONFLICT DO NOTHING`.
@@ -69,6 +76,10 @@ T = TypeVar("T")
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./larkgate.db"
 SUPPORTED_DIALECTS = ("sqlite", "postgresql")
 DEFAULT_CHECKPOINT_INTERVAL = 5.0
+# A WAL this long (~16 MB) is restarted after the passive checkpoint (see the module).
+RESTART_AFTER_FRAMES = 4096
+# How long the restarting checkpoint may wait for the writer and readers; writers wait for it.
+RESTART_WAIT_MS = 20
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 POSTGRES_POOL_SIZE = 20
@@ -399,7 +410,9 @@ class _SqliteThread:
         self._checkpointer = (
             None
             if options.checkpoint_interval is None
-            else _Checkpointer(options.file, options.checkpoint_interval, options.busy_timeout_ms)
+            else _Checkpointer(
+                options.file, options.checkpoint_interval, options.busy_timeout_ms, self._using
+            )
         )
         self._thread = threading.Thread(target=self._run, name="larkgate-sqlite", daemon=True)
         self._thread.start()
@@ -616,12 +629,21 @@ class _Checkpointer:
 
     A passive checkpoint takes no lock that writers need: they go on appending to the WAL while
     it copies pages into the database file and syncs it. The WAL restarts from its beginning at
-    the first write after a checkpoint that copied everything.
+    the first write after a checkpoint that copied everything: after a quiet moment, or after
+    the restarting checkpoint that follows a passive one once the WAL is long (see the module).
     """
 
-    def __init__(self, file: Path | None, interval: float, busy_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        file: Path | None,
+        interval: float,
+        busy_timeout_ms: int,
+        connection_lock: threading.Lock,
+    ) -> None:
         assert file is not None
         self._file = str(file)
+        # Held by whoever runs a transaction on this process's connection (`_SqliteThread`).
+        self._connection_lock = connection_lock
         self._interval = interval
         self._busy_timeout_ms = busy_timeout_ms
         self._stop = threading.Event()
@@ -640,7 +662,12 @@ class _Checkpointer:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                checkpoint(self._file, timeout=self._busy_timeout_ms / 1000)
+                _, frames, _ = checkpoint(self._file, timeout=self._busy_timeout_ms / 1000)
+                if frames >= RESTART_AFTER_FRAMES:
+                    # This process's transactions wait the few milliseconds it takes:
+                    # otherwise, back to back, they never leave it the write lock.
+                    with self._connection_lock:
+                        restart_wal(self._file)
             except Exception:
                 logger.warning("WAL checkpoint of %s failed", self._file, exc_info=True)
 
@@ -648,10 +675,21 @@ class _Checkpointer:
 def checkpoint(file: str, *, timeout: float = 5.0) -> tuple[int, int, int]:
     """One passive WAL checkpoint of `file`, on a connection of its own; returns SQLite's
     (busy, frames in the WAL, frames checkpointed). A missing file is an error, not created."""
+    return _checkpoint(file, "PASSIVE", timeout)
+
+
+def restart_wal(file: str) -> tuple[int, int, int]:
+    """A `RESTART` checkpoint of `file`: everything copied, then the next write starts the
+    WAL over. It holds writers off while it runs, so it waits only `RESTART_WAIT_MS` for the
+    writer and the readers before it gives up (busy is then 1, and nothing is lost)."""
+    return _checkpoint(file, "RESTART", RESTART_WAIT_MS / 1000)
+
+
+def _checkpoint(file: str, mode: str, timeout: float) -> tuple[int, int, int]:
     uri = f"{Path(file).resolve().as_uri()}?mode=rw"
     connection = sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)
     try:
-        row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        row = connection.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
     finally:
         connection.close()
     return tuple(row)

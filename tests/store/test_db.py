@@ -429,6 +429,34 @@ async def test_checkpoints_do_not_block_writers(migrated_url, monkeypatch):
     assert slowest < 1.0  # never waiting on the checkpointer (a busy timeout would be 5 s)
 
 
+async def test_the_wal_stays_bounded_under_writes_that_never_pause(migrated_url, monkeypatch):
+    """A passive checkpoint never catches up with a writer that never pauses, and the WAL
+    restarts only after one that did: without the restarting checkpoint it grew by every
+    page written (hundreds of MB in a minute of a busy bot)."""
+    if not migrated_url.startswith("sqlite"):
+        pytest.skip("SQLite WAL")
+    monkeypatch.setattr(db_module, "RESTART_AFTER_FRAMES", 256)  # ~1 MB
+    path = db_module.sqlite_file(normalize_url(migrated_url))
+    wal = path.with_name(path.name + "-wal")
+    async with Database(migrated_url, checkpoint_interval=0.01) as db:
+        await _blob_table(db)
+        written = 0
+        largest = 0
+
+        async def writer(first: int) -> None:
+            nonlocal written, largest
+            for batch in range(250):
+                # Brief, on the loop's thread, back to back: the WAL is never idle.
+                await db.transact(_big_rows, first + batch * 10, 10, brief=True)
+                written += 10 * 4000
+                largest = max(largest, wal.stat().st_size)
+
+        await asyncio.gather(writer(0), writer(1_000_000))
+    assert written == 20_000_000
+    # The WAL's file keeps the size it grew to between two restarts (a few MB here).
+    assert largest < written / 2, (largest, written)
+
+
 @pytest.mark.parametrize("brief", [False, True], ids=["queued", "brief"])
 async def test_a_write_lock_held_past_the_busy_timeout_fails_that_transaction_only(
     migrated_url, brief
