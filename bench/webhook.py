@@ -66,8 +66,9 @@ POSTGRES_URL_ENVS = ("LARKGATE_BENCH_POSTGRES_URL", "LARKGATE_TEST_POSTGRES_URL"
 PROFILE = bool(os.environ.get("BENCH_PROFILE_SERVER"))
 # Path to a py-spy binary: sample the servers while the load runs (workdir/server-N.txt).
 PY_SPY = os.environ.get("BENCH_PY_SPY")
-# More py-spy options, e.g. "--gil": only samples of the thread holding the GIL, so that a
-# thread waiting for it is not charged with the frame it waits in.
+# More py-spy options, e.g. "--gil -r 1000" (the rate defaults to 200/s). --gil: only samples
+# of the thread holding the GIL, so that a thread waiting for it is not charged with the
+# frame it waits in.
 PY_SPY_ARGS = os.environ.get("BENCH_PY_SPY_ARGS", "").split()
 # Instructions a message (callgrind): the server runs under valgrind, instrumenting only while
 # the load runs. Unlike CPU seconds, the count does not depend on what else the machine
@@ -79,7 +80,7 @@ CALLGRIND = bool(os.environ.get("BENCH_CALLGRIND"))
 def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     command = [PY_SPY or "py-spy", "record", "-p", str(pid), "-o", str(out), "-f", "raw"]
     return subprocess.Popen(
-        [*command, "-r", "200", *PY_SPY_ARGS],
+        [*command, *(() if "-r" in PY_SPY_ARGS else ("-r", "200")), *PY_SPY_ARGS],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
