@@ -199,7 +199,8 @@ async def test_free_busy_shows_when_not_what(as_alice) -> None:
     three_days = str(int(time.time()) + 3 * 86400)
     both = await run(as_alice, "feishu_my_free_busy", people=["me", "Bob Li"], end=three_days)
     assert "Alice Wang (you): busy" in both and "Bob Li: busy" in both
-    assert "Board prep" not in both and "Salary" not in both and "1:1" not in both
+    # "1:1 with Bob", not "1:1": that is inside the start time at 11:10 (found at 11:10).
+    assert "Board prep" not in both and "Salary" not in both and "1:1 with Bob" not in both
 
 
 async def test_free_busy_leaves_out_free_and_cancelled_events(fake, as_alice) -> None:
