@@ -95,16 +95,13 @@ def _entry(row: Mapping[Any, Any]) -> LedgerEntry:
     )
 
 
-def _claim(
-    outcome: ClaimOutcome, row: Mapping[Any, Any], payload: Mapping[str, Any] | None = None
-) -> Claim:
-    """``payload``: the row's, already parsed (a first claim stores what it was given)."""
+def _claim(outcome: ClaimOutcome, row: Mapping[Any, Any]) -> Claim:
     return Claim(
         outcome=outcome,
         message_id=row["message_id"],
         state=row["state"],
         attempts=row["attempts"],
-        payload=dict(payload) if payload is not None else json.loads(row["payload"]),
+        payload=json.loads(row["payload"]),
         owner=row["owner"],
         lease_until=row["lease_until"],
         conversation_key=row["conversation_key"],
@@ -145,10 +142,10 @@ class _Statements:
     def __init__(self, db: Database) -> None:
         self.postgres = db.dialect != "sqlite"
         # The columns of a new row are the keys of the parameters given at execution.
+        # Not RETURNING the row: a new row holds just what was given (the payload's ~1 KB
+        # would come back for nothing, on the ACK path).
         self.insert_claim = Prepared(
-            db.insert(_claims)
-            .on_conflict_do_nothing(index_elements=["message_id"])
-            .returning(*_claims.c)
+            db.insert(_claims).on_conflict_do_nothing(index_elements=["message_id"])
         )
         self.insert_dropped = Prepared(
             db.insert(_claims)
@@ -453,9 +450,18 @@ def _claim_once(
     payload: Mapping[str, Any],
 ) -> Claim | None:
     """One claim attempt; None when a purge removed the row between its statements."""
-    inserted = sql.insert_claim.first(connection, new_row)
-    if inserted is not None:
-        return _claim("claimed", inserted, payload)
+    if sql.insert_claim.rowcount(connection, new_row):
+        return Claim(
+            outcome="claimed",
+            message_id=new_row["message_id"],
+            state=new_row["state"],
+            attempts=new_row["attempts"],
+            payload=dict(payload),
+            owner=new_row["owner"],
+            lease_until=new_row["lease_until"],
+            conversation_key=new_row["conversation_key"],
+            reply_message_id=None,
+        )
     message_id, now = new_row["message_id"], new_row["created_at"]
     row = _row(connection, sql, message_id)
     if row is None:
