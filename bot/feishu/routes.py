@@ -101,7 +101,13 @@ async def _read_bounded(request: web.Request) -> bytes | Refused:
         return Refused(413, "body too large")
     body = bytearray()
     try:
-        async for chunk in request.content.iter_any():
+        content = request.content
+        if content.is_eof():
+            # All of it arrived with the head (a push is one small request): taken as it
+            # lies in the buffer, without an iterator and a wait a chunk.
+            whole = content.read_nowait()
+            return Refused(413, "body too large") if len(whole) > MAX_BODY_BYTES else whole
+        async for chunk in content.iter_any():
             body += chunk
             if len(body) > MAX_BODY_BYTES:
                 return Refused(413, "body too large")

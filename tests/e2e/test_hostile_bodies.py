@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.feishu.routes import MAX_BODY_BYTES
 from bot.store import AuditLog
 
 from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, Bot, running_bot, settings_for
@@ -265,4 +267,18 @@ async def test_a_chunked_body_past_the_size_limit_is_refused_without_reading_it_
 
     async with bot.session.post(bot.url + "/feishu/events", data=chunks()) as response:
         assert response.status == 413
+    assert tracebacks.seen == []
+
+
+@pytest.mark.parametrize("inflated_kb", [700, 1100, 4096])
+async def test_a_small_gzip_body_is_judged_by_what_it_inflates_to(fuzzed, inflated_kb):
+    """A few KB on the wire, all of it with the head (read at once, without the chunk
+    loop): over the limit once inflated is refused, under it is read as any body."""
+    bot, tracebacks = fuzzed
+    bomb = gzip.compress(b"[" * (inflated_kb * 1024))
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    url = bot.url + "/feishu/events"
+    async with bot.session.post(url, data=bomb, headers=headers) as response:
+        # Under the limit: read whole, then refused as a body no genuine push could be.
+        assert response.status == (413 if inflated_kb * 1024 > MAX_BODY_BYTES else 400)
     assert tracebacks.seen == []
