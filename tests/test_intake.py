@@ -3,12 +3,15 @@ and every message is still claimed once, across processes."""
 
 from __future__ import annotations
 
+import json
 import time
 
-from bot.feishu.webhook import VerifiedEvent
+from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.runtime.intake import EventIntake, InFlight, RecentClaims
 from bot.runtime.tasks import TaskTracker
 from bot.store import Database, MessageLedger, upgrade_async
+
+from fakes.feishu_push import encrypt, sign
 
 
 class CountingLedger(MessageLedger):
@@ -77,3 +80,52 @@ def test_recent_claims_forget_the_oldest_first():
     for n in range(5):
         recent.add(f"om_{n}")
     assert [f"om_{n}" in recent for n in range(5)] == [False, False, True, True, True]
+
+
+async def test_the_ledger_keeps_the_push_as_it_came_and_reads_it_back_the_same(tmp_path):
+    """The claim stores the decrypted plaintext itself (escapes, spacing and all) instead
+    of encoding the envelope again; what a take-over parses back is the same envelope."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
+    await upgrade_async(url)
+    envelope = _event("om_raw").envelope
+    envelope["header"]["token"] = "vt"
+    envelope["event"]["message"]["content"] = json.dumps({"text": '你好 "quoted" \\ \u2028'})
+    plaintext = json.dumps(envelope, indent=1).encode()  # \u escapes, newlines, spaces
+    verifier = WebhookVerifier(
+        verification_token="vt", encrypt_key="ek", max_age_seconds=900.0, clock=time.time
+    )
+    body = json.dumps({"encrypt": encrypt(plaintext.decode(), "ek")}).encode()
+    timestamp, nonce = str(int(time.time())), "n"
+    headers = {
+        "X-Lark-Request-Timestamp": timestamp,
+        "X-Lark-Request-Nonce": nonce,
+        "X-Lark-Signature": sign(timestamp, nonce, "ek", body),
+    }
+    event = verifier.open(body, headers)
+    assert isinstance(event, VerifiedEvent) and event.raw == plaintext
+    async with Database(url) as db:
+        ledger = MessageLedger(db)
+        claims = []
+
+        async def process(claim) -> None:
+            claims.append(claim)
+
+        tracker = TaskTracker()
+        intake = EventIntake(
+            ledger,
+            process,
+            tracker,
+            InFlight(),
+            owner="p0",
+            lease_seconds=30.0,
+            max_age_seconds=900.0,
+        )
+        await intake(event)
+        await tracker.drain(5.0)
+        assert claims[0].payload == envelope
+        stored = await db.transact(
+            lambda c: c.exec_driver_sql("SELECT payload FROM message_claims").scalar_one()
+        )
+        assert stored == plaintext.decode()
+        entry = await ledger.get("om_raw")
+        assert entry is not None and entry.payload == envelope

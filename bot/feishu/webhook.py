@@ -55,11 +55,14 @@ class Challenge:
 
 @dataclass(frozen=True, slots=True)
 class VerifiedEvent:
-    """A genuine schema-2.0 push, decrypted: ``envelope`` is the plaintext JSON object."""
+    """A genuine schema-2.0 push, decrypted: ``envelope`` is the plaintext JSON object, and
+    ``raw`` its UTF-8 text as it came (checked by ``load_object``; the ledger stores it
+    instead of encoding the envelope again)."""
 
     envelope: Mapping[str, Any]
     event_type: str
     event_id: str
+    raw: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,22 +109,26 @@ class WebhookVerifier:
                 refused = self._check_signature(body, headers)
                 if refused is not None:
                     return refused
-            return self._event(payload)
+            return self._event(payload, body)
         # The signature first: what an unsigned (or forged) body learns from decryption is
         # only that it failed, whatever failed, so no answer can serve as a padding oracle.
         unsigned = self._check_signature(body, headers) if self._encrypt_key else None
         decrypted = self._decrypt(encrypted, detailed=unsigned is None)
         if isinstance(decrypted, Refused):
             return decrypted
-        if decrypted.get("type") == "url_verification":
-            return self._challenge(decrypted)  # may come unsigned: its token vouches
+        payload, plaintext = decrypted
+        if payload.get("type") == "url_verification":
+            return self._challenge(payload)  # may come unsigned: its token vouches
         if unsigned is not None:
             return unsigned
-        return self._event(decrypted)
+        return self._event(payload, plaintext)
 
     # -- steps -------------------------------------------------------------------------
 
-    def _decrypt(self, encrypted: object, *, detailed: bool) -> dict[str, Any] | Refused:
+    def _decrypt(
+        self, encrypted: object, *, detailed: bool
+    ) -> tuple[dict[str, Any], bytes] | Refused:
+        """The envelope and its plaintext."""
         if self._cipher is None:
             return Refused(400, "encrypted body, but FEISHU_ENCRYPT_KEY is not set")
         if not isinstance(encrypted, str) or not encrypted:
@@ -133,9 +140,10 @@ class WebhookVerifier:
         except ValueError:
             return _UNDECRYPTABLE
         payload = _json_object(plaintext, "decrypted body")
-        if isinstance(payload, Refused) and not detailed:
-            return _UNDECRYPTABLE  # bad padding and bad plaintext must look the same
-        return payload
+        if isinstance(payload, Refused):
+            # Bad padding and bad plaintext must look the same.
+            return payload if detailed else _UNDECRYPTABLE
+        return payload, plaintext
 
     def _challenge(self, payload: Mapping[str, Any]) -> Challenge | Refused:
         if not self._token_ok(payload.get("token")):
@@ -164,7 +172,7 @@ class WebhookVerifier:
             return Refused(401, "signed timestamp outside the accepted window (replayed?)")
         return None
 
-    def _event(self, payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
+    def _event(self, payload: Mapping[str, Any], raw: bytes) -> VerifiedEvent | Refused:
         header = payload.get("header")
         if payload.get("schema") != "2.0" or not isinstance(header, JSON_OBJECT):
             # Schema 1.0 carries its token at the top level; we only speak 2.0.
@@ -177,7 +185,7 @@ class WebhookVerifier:
             refused = self._check_created(header)
             if refused is not None:
                 return refused
-        return _envelope_event(payload)
+        return _envelope_event(payload, raw)
 
     def _check_created(self, header: Mapping[str, Any]) -> Refused | None:
         """Unsigned mode: the envelope's own timestamp stands in for the signed one."""
@@ -224,10 +232,10 @@ def open_trusted(body: bytes) -> VerifiedEvent | Refused:
         return payload
     if "encrypt" in payload:
         return Refused(400, "encrypted payload where a plaintext envelope was expected")
-    return _envelope_event(payload)
+    return _envelope_event(payload, body)
 
 
-def _envelope_event(payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
+def _envelope_event(payload: Mapping[str, Any], raw: bytes) -> VerifiedEvent | Refused:
     header = payload.get("header")
     if payload.get("schema") != "2.0" or not isinstance(header, JSON_OBJECT):
         return Refused(400, "not a schema 2.0 event envelope")
@@ -235,7 +243,7 @@ def _envelope_event(payload: Mapping[str, Any]) -> VerifiedEvent | Refused:
     if not isinstance(event_type, str) or not event_type:
         return Refused(400, "event without header.event_type")
     event_id = header.get("event_id")
-    return VerifiedEvent(payload, event_type, event_id if isinstance(event_id, str) else "")
+    return VerifiedEvent(payload, event_type, event_id if isinstance(event_id, str) else "", raw)
 
 
 def create_time_seconds(raw: object) -> float | None:

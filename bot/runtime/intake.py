@@ -125,6 +125,7 @@ class EventIntake:
             message_id,
             owner=self._owner,
             payload=dict(event.envelope),
+            payload_json=event.raw.decode() if event.raw else None,
             lease_seconds=self._lease,
         )
         if claim.outcome not in CLAIMED:

@@ -251,10 +251,14 @@ class MessageLedger:
         owner: str,
         payload: Mapping[str, Any],
         lease_seconds: float,
+        payload_json: str | None = None,
         conversation_key: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> Claim:
         """Claim a message for `lease_seconds`, or say why not.
+
+        `payload_json`: `payload` as JSON text, when the caller has it (the push as it came),
+        stored instead of encoding `payload` again.
 
         A message whose holder's lease ran out is taken over (attempts + 1), except when it has
         had `max_attempts` already: then it becomes `failed` and the answer is `duplicate_done`.
@@ -271,7 +275,7 @@ class MessageLedger:
                 "owner": owner,
                 "lease_until": now + lease_seconds,
                 "attempts": 1,
-                "payload": _dump(payload),
+                "payload": _dump(payload) if payload_json is None else payload_json,
                 "conversation_key": conversation_key,
                 "created_at": now,
                 "updated_at": now,
