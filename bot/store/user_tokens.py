@@ -172,6 +172,7 @@ class UserTokenStore:
         *,
         within_seconds: float,
         refresh: Callable[[str], Awaitable[UserTokens]],
+        gone: tuple[type[Exception], ...] = (),
         lease_seconds: float = 30.0,
         wait_seconds: float = 15.0,
         poll_seconds: float = 0.05,
@@ -181,6 +182,9 @@ class UserTokenStore:
         ``refresh(refresh_token)`` is called by one process at a time across replicas; the
         others poll (every ``poll_seconds``, up to ``wait_seconds``: TimeoutError after)
         and return what it stored. A failing ``refresh`` releases the lease and raises.
+        An exception of a ``gone`` type says the grant itself is dead (its refresh token
+        refused): the grant is deleted, under the lease, so a new consent that replaced it
+        during the refresh is kept; then the exception is raised.
         Raises UserTokensMissing when there is nothing to refresh.
         """
         deadline = asyncio.get_running_loop().time() + wait_seconds
@@ -191,7 +195,7 @@ class UserTokenStore:
             if not tokens.expires_within(within_seconds, now=self._clock()):
                 return tokens
             if await self._take_lease(open_id, lease_seconds):
-                fresh = await self._refresh_holding_lease(open_id, within_seconds, refresh)
+                fresh = await self._refresh_holding_lease(open_id, within_seconds, refresh, gone)
                 if fresh is not None:
                     return fresh
                 continue  # revoked, or consented again, meanwhile: read what is stored now
@@ -204,6 +208,7 @@ class UserTokenStore:
         open_id: str,
         within_seconds: float,
         refresh: Callable[[str], Awaitable[UserTokens]],
+        gone: tuple[type[Exception], ...],
     ) -> UserTokens | None:
         """The refreshed tokens; None when they were not stored because the grant changed
         under the lease (a revoke deleted it, a new consent replaced it, or the lease ran
@@ -219,6 +224,14 @@ class UserTokenStore:
             fresh = await refresh(tokens.refresh_token)
             if fresh.open_id != open_id:
                 raise ValueError("a refresh returned another person's tokens")
+        except gone:
+            # Only while the lease is still ours: a consent that replaced the grant
+            # meanwhile took the lease away, and stays.
+            if await self._db.transact(_delete_leased, open_id, self._owner):
+                logger.info("deleted the Feishu user tokens of %s: their grant is gone", open_id)
+            else:
+                logger.info("the refused grant of %s was replaced meanwhile; kept", open_id)
+            raise
         except BaseException:
             await self._release(open_id)
             logger.warning("refreshing the Feishu user tokens of %s failed", open_id)
@@ -285,6 +298,13 @@ def _delete(connection: Connection, open_id: str, audit: AuditEntry | None, now:
     if deleted and audit is not None:
         write_audit(connection, audit, now)
     return deleted
+
+
+def _delete_leased(connection: Connection, open_id: str, owner: str) -> bool:
+    deleted = connection.execute(
+        delete(_t).where(_c.open_id == open_id, _c.refresh_owner == owner)
+    ).rowcount
+    return bool(deleted)
 
 
 def _grants(connection: Connection) -> list[UserGrant]:

@@ -230,6 +230,29 @@ async def test_after_a_refusal_a_token_someone_renewed_meanwhile_is_used_as_it_i
     assert await auth.grants.after_refusal("ou_nobody", "u-old") is None
 
 
+async def test_a_refused_refresh_deletes_the_grant_but_not_a_consent_given_meanwhile(
+    auth, fake, monkeypatch
+):
+    # Feishu refuses the refresh token (revoked): the grant goes, so the person is asked.
+    await auth.tokens.save(ALICE, grant(expires_in=10))
+    fake.fail("POST", "/authen/v2/oauth/token", 20064)
+    assert await auth.grants.usable(ALICE, []) is None
+    assert await auth.tokens.get(ALICE) is None
+    # The same refusal while the person consents again (another replica stores it before
+    # the refusal arrives): their new consent stays.
+    await auth.tokens.save(ALICE, grant(expires_in=10))
+    refuse = auth.grants._oauth.refresh
+
+    async def consent_then_refuse(refresh_token: str, *, open_id: str) -> UserTokens:
+        await auth.tokens.save(ALICE, grant(access="u-consented"))
+        return await refuse(refresh_token, open_id=open_id)
+
+    monkeypatch.setattr(auth.grants._oauth, "refresh", consent_then_refuse)
+    assert await auth.grants.usable(ALICE, []) is None
+    kept = await auth.tokens.get(ALICE)
+    assert kept is not None and kept.access_token == "u-consented"
+
+
 # -- asking ------------------------------------------------------------------------------------
 
 

@@ -224,6 +224,55 @@ async def test_a_consent_during_a_refresh_keeps_the_new_grant(store, other_store
     assert row["refresh_owner"] == "" and row["refreshing_until"] == 0.0
 
 
+class GrantGone(Exception):
+    """Stands for Feishu refusing the refresh token (the store knows no Feishu errors)."""
+
+
+async def test_a_grant_whose_refresh_is_refused_as_gone_is_deleted(store, clock):
+    await store.save("ou_alice", tokens(clock, expires_in=60))
+
+    async def refresh(_: str) -> UserTokens:
+        raise GrantGone("20064 revoked")
+
+    with pytest.raises(GrantGone):
+        await store.refresh_if_needed(
+            "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
+        )
+    assert await _raw_rows(store._db) == []
+
+
+async def test_a_consent_during_a_refused_refresh_keeps_the_new_grant(store, other_store, clock):
+    # Feishu refuses the old refresh token (the person revoked it, then consented again on
+    # another replica while the refusal was on its way): deleting "the grant" then would
+    # delete the consent they just gave.
+    await store.save("ou_alice", tokens(clock, expires_in=60))
+    consented = tokens(clock, access="u-consented", refresh="ur-consented")
+
+    async def refresh(_: str) -> UserTokens:
+        await other_store.save("ou_alice", consented)
+        raise GrantGone("20064 revoked")
+
+    with pytest.raises(GrantGone):
+        await store.refresh_if_needed(
+            "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
+        )
+    stored = await other_store.get("ou_alice")
+    assert stored is not None and stored.access_token == "u-consented"
+
+
+async def test_other_failures_of_a_refresh_keep_the_grant(store, clock):
+    await store.save("ou_alice", tokens(clock, expires_in=60))
+
+    async def refresh(_: str) -> UserTokens:
+        raise ConnectionError("no answer")
+
+    with pytest.raises(ConnectionError):
+        await store.refresh_if_needed(
+            "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
+        )
+    assert (await store.get("ou_alice")).access_token == ACCESS
+
+
 async def test_a_refresh_for_another_person_is_refused(store, clock):
     await store.save("ou_alice", tokens(clock, expires_in=60))
 

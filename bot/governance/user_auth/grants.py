@@ -2,7 +2,8 @@
 
 Every path that acts as someone asks here first. A grant that cannot be used (the key
 changed, Feishu refuses the refresh token) is deleted on the spot, so the next step asks the
-person again instead of failing the same way each time. The refresh itself is the token
+person again instead of failing the same way each time; a refused one only if no new
+consent replaced it while Feishu answered. The refresh itself is the token
 store's single flight: one process at a time, across replicas, under a row lease.
 """
 
@@ -72,7 +73,11 @@ class UserGrants:
 
         try:
             return await self._tokens.refresh_if_needed(
-                open_id, within_seconds=within_seconds, refresh=refresh
+                open_id,
+                within_seconds=within_seconds,
+                refresh=refresh,
+                # Deleted by the store, and only if no new consent replaced it meanwhile.
+                gone=(FeishuAuthorizationGone,),
             )
         except UserTokensMissing:
             return None
@@ -84,5 +89,4 @@ class UserGrants:
             logger.info(
                 "the Feishu grant of %s is gone (%s); they will be asked again", open_id, exc
             )
-            await self._tokens.delete(open_id)
             return None
