@@ -228,16 +228,23 @@ class GrantGone(Exception):
     """Stands for Feishu refusing the refresh token (the store knows no Feishu errors)."""
 
 
-async def test_a_grant_whose_refresh_is_refused_as_gone_is_deleted(store, clock):
+async def _refresh_failing(store, clock, error: Exception, *, before=None) -> None:
+    """A refresh of a grant about to expire that raises ``error`` (after ``before()``)."""
     await store.save("ou_alice", tokens(clock, expires_in=60))
 
     async def refresh(_: str) -> UserTokens:
-        raise GrantGone("20064 revoked")
+        if before is not None:
+            await before()
+        raise error
 
-    with pytest.raises(GrantGone):
+    with pytest.raises(type(error)):
         await store.refresh_if_needed(
             "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
         )
+
+
+async def test_a_grant_whose_refresh_is_refused_as_gone_is_deleted(store, clock):
+    await _refresh_failing(store, clock, GrantGone("20064 revoked"))
     assert await _raw_rows(store._db) == []
 
 
@@ -245,31 +252,16 @@ async def test_a_consent_during_a_refused_refresh_keeps_the_new_grant(store, oth
     # Feishu refuses the old refresh token (the person revoked it, then consented again on
     # another replica while the refusal was on its way): deleting "the grant" then would
     # delete the consent they just gave.
-    await store.save("ou_alice", tokens(clock, expires_in=60))
-    consented = tokens(clock, access="u-consented", refresh="ur-consented")
+    async def consent() -> None:
+        await other_store.save("ou_alice", tokens(clock, access="u-consented"))
 
-    async def refresh(_: str) -> UserTokens:
-        await other_store.save("ou_alice", consented)
-        raise GrantGone("20064 revoked")
-
-    with pytest.raises(GrantGone):
-        await store.refresh_if_needed(
-            "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
-        )
+    await _refresh_failing(store, clock, GrantGone("20064 revoked"), before=consent)
     stored = await other_store.get("ou_alice")
     assert stored is not None and stored.access_token == "u-consented"
 
 
 async def test_other_failures_of_a_refresh_keep_the_grant(store, clock):
-    await store.save("ou_alice", tokens(clock, expires_in=60))
-
-    async def refresh(_: str) -> UserTokens:
-        raise ConnectionError("no answer")
-
-    with pytest.raises(ConnectionError):
-        await store.refresh_if_needed(
-            "ou_alice", within_seconds=300, refresh=refresh, gone=(GrantGone,)
-        )
+    await _refresh_failing(store, clock, ConnectionError("no answer"))
     assert (await store.get("ou_alice")).access_token == ACCESS
 
 
