@@ -25,7 +25,7 @@ is re-raised to the caller of `transact`).
   a short-lived connection of its own, concurrently with the writer. Under writes that never
   pause, a passive checkpoint never catches up with the writer, and the WAL only restarts from
   its beginning after one that did: it grew by every page ever written (340 MB in the 25 s of
-  the webhook bench, a page appended to the file costing the kernel twice an overwritten
+  the webhook bench, a page appended to the file costing the kernel nearly twice an overwritten
   one). So once the WAL holds `RESTART_AFTER_FRAMES`, the passive checkpoint is followed by
   a `RESTART` one, which holds writers off while it copies what the passive one could not
   (a few milliseconds) and waits at most `RESTART_WAIT_MS` for readers; the next write then
