@@ -380,16 +380,32 @@ class Http1Client:
         return connection
 
 
+# The origins met, by (scheme, netloc) as urlsplit gives them: the OpenAPI's repeats on
+# every call, and reading it again (hostname, port) cost more than splitting the URL.
+_ORIGINS: dict[tuple[str, str], _Origin] = {}
+_MAX_ORIGINS = 64
+
+
 def _split(url: str) -> tuple[_Origin, str]:
     parts = urllib.parse.urlsplit(url)
+    key = (parts.scheme, parts.netloc)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        origin = _origin(parts, url)
+        if len(_ORIGINS) < _MAX_ORIGINS:
+            _ORIGINS[key] = origin
+    target = parts.path or "/"
+    if parts.query:
+        target = f"{target}?{parts.query}"
+    return origin, target
+
+
+def _origin(parts: urllib.parse.SplitResult, url: str) -> _Origin:
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url[:200]!r}")
     port = parts.port or (443 if scheme == "https" else 80)  # a bad port: ValueError
-    target = parts.path or "/"
-    if parts.query:
-        target = f"{target}?{parts.query}"
-    return _Origin(scheme, parts.hostname, port), target
+    return _Origin(scheme, parts.hostname, port)
 
 
 def _serialize(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
+import urllib.parse
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ import uvloop
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.feishu import http1
 from bot.feishu.http1 import MAX_HEAD_BYTES, Http1Client, HttpResponse, ResponseInvalid
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
@@ -581,3 +584,38 @@ def test_any_bytes_end_in_an_answer_or_a_clear_error(run: Any, written: bytes) -
             await client.aclose()
 
     run(scenario())
+
+
+_NETLOCS = [
+    "open.feishu.cn",
+    "OPEN.Feishu.CN",
+    "127.0.0.1:8080",
+    "[::1]:8443",
+    "user@example.com",
+    "example.com:443",
+    "example.com:99999",  # a bad port
+    "",  # no host
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS", "ftp"]),
+    netloc=st.sampled_from(_NETLOCS),
+    rest=st.text(alphabet="/?#=&%abc_:.", max_size=30),
+)
+def test_the_origin_read_once_is_what_every_split_of_its_urls_gives(scheme, netloc, rest):
+    # The origin is kept by (scheme, netloc) after its first URL: later URLs must get what
+    # a fresh parse gives them, and a URL refused once is refused every time.
+    url = f"{scheme}://{netloc}{'/' if rest[:1] not in ('/', '?', '#') else ''}{rest}"
+    parts = urllib.parse.urlsplit(url)
+    try:
+        fresh = http1._origin(parts, url)
+    except ValueError as refused:
+        for _ in range(2):
+            with pytest.raises(ValueError, match=re.escape(str(refused))):
+                http1._split(url)
+        return
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    for _ in range(2):
+        assert http1._split(url) == (fresh, target)
