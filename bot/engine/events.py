@@ -178,6 +178,7 @@ class EventSink:
         self._wakeup: asyncio.Event | None = None  # with the task
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self._first: Awaitable[None] | None = None  # the task's first delivery, until it starts
         if on_event is not None and inspect.iscoroutinefunction(on_event):
             self._start(None, "")
 
@@ -205,46 +206,46 @@ class EventSink:
     def abort(self) -> None:
         """Stop delivering (the run itself was cancelled from outside)."""
         self._closed = True
+        first, self._first = self._first, None
+        if inspect.iscoroutine(first):
+            first.close()  # its task never started: no "never awaited" warning
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    def _call(self, event: RunEvent) -> None:
+    def _invoke(self, event: RunEvent) -> Awaitable[None] | None:
+        """``on_event(event)``: what it answered when that is awaitable, else None."""
         assert self._on_event is not None
         try:
             answer = self._on_event(event)
         except Exception:  # a broken consumer must not break the run
             logger.exception("on_event consumer failed on %s event", event.type)
-            return
-        if inspect.isawaitable(answer):
+            return None
+        return answer if inspect.isawaitable(answer) else None
+
+    def _call(self, event: RunEvent) -> None:
+        answer = self._invoke(event)
+        if answer is not None:
             # A callable object with an async __call__, say: this event's delivery, then
             # every later one, in order, in a task.
             self._start(answer, event.type)
 
     def _start(self, first: Awaitable[None] | None, first_kind: str) -> None:
+        self._first = first
         self._wakeup = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(
-            self._deliver(self._wakeup, first, first_kind)
-        )
+        self._task = asyncio.get_running_loop().create_task(self._deliver(self._wakeup, first_kind))
 
-    async def _deliver(
-        self, wakeup: asyncio.Event, first: Awaitable[None] | None, first_kind: str
-    ) -> None:
-        assert self._on_event is not None
-        on_event = self._on_event
-        pending = self._pending
+    async def _deliver(self, wakeup: asyncio.Event, first_kind: str) -> None:
+        first, self._first = self._first, None
         if first is not None:
             await _delivered(first, first_kind)
+        pending = self._pending
         while True:
             await wakeup.wait()
             wakeup.clear()
             while pending:
                 event = pending.popleft()
-                try:
-                    answer = on_event(event)
-                except Exception:
-                    logger.exception("on_event consumer failed on %s event", event.type)
-                    continue
-                if inspect.isawaitable(answer):
+                answer = self._invoke(event)
+                if answer is not None:
                     await _delivered(answer, event.type)
             if self._closed and not pending:
                 return

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import warnings
 from collections.abc import Awaitable
 from typing import Any
 
@@ -23,6 +25,7 @@ from bot.engine import (
     ToolError,
     Usage,
 )
+from bot.engine.events import EventSink
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 
 STEP_KEYS = {
@@ -446,3 +449,24 @@ async def test_stream_answer_fallback_is_also_an_answer_event() -> None:
     deltas = [d async for d in bot.stream_answer("q", result, on_event=events.append)]
     assert deltas == ["draft answer"]
     assert [e.to_dict() for e in events] == [{"type": "answer", "delta": "draft answer"}]
+
+
+async def test_an_abort_before_the_delivery_task_starts_leaves_no_coroutine_unawaited() -> None:
+    """A plain consumer answered a coroutine, so its delivery went to a task; the run is
+    cancelled before that task ever ran: the coroutine is closed, not left to warn."""
+    ran: list[str] = []
+
+    async def deliver(event: RunEvent) -> None:
+        ran.append(event.type)
+
+    sink = EventSink(lambda event: deliver(event))
+    sink.emit(AnswerEvent("partial"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sink.abort()
+        for _ in range(3):  # the cancelled task's turns
+            await asyncio.sleep(0)
+        del sink
+        gc.collect()
+    assert ran == []
+    assert not [w for w in caught if "never awaited" in str(w.message)], caught
