@@ -8,6 +8,7 @@ Feishu redelivers anything not answered with 200 within 3 seconds.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -24,28 +25,48 @@ CardHandler = Callable[[VerifiedEvent], Awaitable[Mapping[str, Any]]]
 
 # Feishu payloads are small; anything bigger is not from Feishu.
 MAX_BODY_BYTES = 1 << 20
+EVENTS_PATH = "/feishu/events"
 # Every accepted push gets the same answer: encoded once, not by json_response each time.
 _ACCEPTED = b'{"msg": "success"}'
 
 
-def events_handler(
-    verifier: WebhookVerifier, handle: EventHandler
-) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def post_events(request: web.Request) -> web.Response:
-        opened = await _open(request, verifier)
-        if isinstance(opened, web.Response):
-            return opened
+class PushAnswerer:
+    """What ``POST /feishu/events`` answers to a body and its headers, whichever server
+    read the request: the aiohttp route below, or the push front (``push_front``) that
+    reads plain pushes without aiohttp's per-request machinery."""
+
+    def __init__(self, verifier: WebhookVerifier, handle: EventHandler) -> None:
+        self._verifier = verifier
+        self._handle = handle
+
+    async def answer(
+        self, body: bytes | Refused, headers: Mapping[str, str], remote: str | None
+    ) -> tuple[int, bytes]:
+        """The HTTP status and the JSON body to answer with."""
+        opened = body if isinstance(body, Refused) else self._verifier.open(body, headers)
+        if isinstance(opened, Refused):
+            _log_refusal(EVENTS_PATH, remote, opened)
+            return opened.status, _json({"msg": opened.reason})
         if isinstance(opened, Challenge):
-            return web.json_response({"challenge": opened.challenge})
+            return 200, _json({"challenge": opened.challenge})
         try:
-            await handle(opened)
+            await self._handle(opened)
         except Exception:
             # Not recorded: answer 500 so Feishu delivers it again later.
             logger.exception(
                 "event %s (%s) could not be recorded", opened.event_id, opened.event_type
             )
-            return web.json_response({"msg": "temporarily unable to accept the event"}, status=500)
-        return web.Response(body=_ACCEPTED, content_type="application/json", charset="utf-8")
+            return 500, _json({"msg": "temporarily unable to accept the event"})
+        return 200, _ACCEPTED
+
+
+def events_handler(answerer: PushAnswerer) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def post_events(request: web.Request) -> web.Response:
+        body = await _read_bounded(request)
+        status, answer = await answerer.answer(body, request.headers, request.remote)
+        return web.Response(
+            status=status, body=answer, content_type="application/json", charset="utf-8"
+        )
 
     return post_events
 
@@ -79,15 +100,18 @@ async def _open(
     else:
         opened = verifier.open(body, request.headers)
     if isinstance(opened, Refused):
-        logger.warning(
-            "refused %s from %s: %s (HTTP %d)",
-            request.path,
-            request.remote,
-            opened.reason,
-            opened.status,
-        )
+        _log_refusal(request.path, request.remote, opened)
         return web.json_response({"msg": opened.reason}, status=opened.status)
     return opened
+
+
+def _log_refusal(path: str, remote: str | None, refused: Refused) -> None:
+    logger.warning("refused %s from %s: %s (HTTP %d)", path, remote, refused.reason, refused.status)
+
+
+def _json(value: Mapping[str, Any]) -> bytes:
+    """As ``web.json_response`` encodes it."""
+    return json.dumps(value).encode()
 
 
 async def _read_bounded(request: web.Request) -> bytes | Refused:
