@@ -22,6 +22,7 @@ from bot.feishu.config import FeishuConfig
 from bot.feishu.events import Rejected, parse_card_action
 from bot.feishu.long_connection import LongConnection
 from bot.feishu.oauth_callback import CallbackPage, CallbackQuery, Complete, oauth_callback_handler
+from bot.feishu.push_front import PUSH_ANSWERER
 from bot.feishu.routes import EVENTS_PATH, PushAnswerer, card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
@@ -86,7 +87,10 @@ def create_app(
             return toast("info", "This button is no longer active.")
         return await app[SERVICES].governance.card_actions(action)
 
-    app.router.add_post(EVENTS_PATH, events_handler(PushAnswerer(verifier, on_event)))
+    pushes = PushAnswerer(verifier, on_event)
+    app.router.add_post(EVENTS_PATH, events_handler(pushes))
+    # For the push front, which answers plain pushes itself (see ``bot.serving``).
+    app[PUSH_ANSWERER] = pushes
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
     if user_auth is not None and user_auth.flow == "code":
         app.router.add_get(CALLBACK_PATH, oauth_callback_handler(_oauth_callback(app)))

@@ -123,18 +123,15 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         )
     settings.agent()  # a wrong [models] or [plan] table stops here, said plainly
     _configure_logging(settings)
-    from aiohttp import web
-
     from bot.app import create_app
+    from bot.serving import serve
 
     app = create_app(settings)
     freeze_after_startup(app)
-    web.run_app(
+    serve(
         app,
         host=host or settings.larkgate_host,
         port=port or settings.larkgate_port,
-        print=None,
-        access_log=None,
         shutdown_timeout=settings.larkgate_shutdown_grace_seconds + 5,
         loop=serving_event_loop(settings.larkgate_event_loop),
     )

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from bot.app import create_app
 from bot.config import Settings, SettingsError
 from bot.engine import Tool
+from bot.serving import start_site
 from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
@@ -158,15 +159,14 @@ class Sandbox:
         except BaseException:
             sock.close()
             raise
-        await web.SockSite(runner, sock).start()
+        await start_site(runner, sock=sock, shutdown_timeout=shutdown)
 
     async def _serve(self, app: web.Application, host: str, port: int) -> str:
         shutdown = self._settings.larkgate_shutdown_grace_seconds + 1
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown)
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, host, port)
-        await site.start()
+        await start_site(runner, host, port, shutdown_timeout=shutdown)
         bound_host, bound_port = runner.addresses[0][:2]
         shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
         return f"http://{shown}:{bound_port}"

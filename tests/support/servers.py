@@ -10,6 +10,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from bot.serving import start_site
+
 HOST = "127.0.0.1"
 
 
@@ -35,10 +37,12 @@ class Served:
 
 
 async def serve(app: web.Application, **runner_options: Any) -> Served:
-    """Start ``app`` on 127.0.0.1 at a free port; ``runner_options`` go to its AppRunner."""
+    """Start ``app`` on 127.0.0.1 at a free port; ``runner_options`` go to its AppRunner.
+
+    As ``larkgate serve`` serves it: an app that answers pushes behind the push front."""
     runner = web.AppRunner(app, **runner_options)
     await runner.setup()
-    await web.TCPSite(runner, HOST, 0).start()
+    await start_site(runner, HOST, 0)
     host, port = runner.addresses[0][:2]
     return Served(runner, host, port)
 
