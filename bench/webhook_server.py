@@ -38,6 +38,7 @@ from bot.app import create_app
 from bot.cli import freeze_after_startup, serving_event_loop
 from bot.config import load_settings
 from bot.engine import LLMResponse, StreamDelta, Usage
+from bot.serving import serve
 from bot.store import Database
 from connectors.config import ConnectorsConfig
 
@@ -139,7 +140,10 @@ def main() -> None:
         freeze_after_startup(app)  # as larkgate serve does
     # The loop larkgate serve would run on (LARKGATE_EVENT_LOOP=asyncio compares).
     loop = serving_event_loop(settings.larkgate_event_loop)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=loop)
+    if os.environ.get("BENCH_AIOHTTP_ONLY"):  # set: every push through aiohttp, as before
+        web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=loop)
+    else:  # as larkgate serve does: the push front, then aiohttp
+        serve(app, host="127.0.0.1", port=args.port, shutdown_timeout=65.0, loop=loop)
 
 
 if __name__ == "__main__":
