@@ -159,10 +159,14 @@ class WebhookVerifier:
         signature = headers.get(SIGNATURE_HEADER)
         if not timestamp or nonce is None or not signature:
             return Refused(401, "missing signature headers")
+        # Header bytes that are not UTF-8 come surrogate-escaped (as aiohttp and the push
+        # front decode them): encoded back as they came, they are hashed as they came,
+        # and compared as bytes (compare_digest refuses a str that is not ASCII).
         expected = hashlib.sha256(
-            (timestamp + nonce + self._encrypt_key).encode() + body
+            (timestamp + nonce + self._encrypt_key).encode("utf-8", "surrogateescape") + body
         ).hexdigest()
-        if not hmac.compare_digest(expected, signature.strip().lower()):
+        given = signature.strip().lower().encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(expected.encode(), given):
             return Refused(401, "signature does not match the body")
         try:
             signed_at = float(timestamp)

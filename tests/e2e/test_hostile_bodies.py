@@ -10,6 +10,7 @@ setting changed.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import gzip
@@ -281,4 +282,37 @@ async def test_a_small_gzip_body_is_judged_by_what_it_inflates_to(fuzzed, inflat
     async with bot.session.post(url, data=bomb, headers=headers) as response:
         # Under the limit: read whole, then refused as a body no genuine push could be.
         assert response.status == (413 if inflated_kb * 1024 > MAX_BODY_BYTES else 400)
+    assert tracebacks.seen == []
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])  # the push front, then aiohttp
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize(
+    "header", ["X-Lark-Request-Nonce", "X-Lark-Request-Timestamp", "X-Lark-Signature"]
+)
+async def test_signature_headers_that_are_not_utf8_are_refused_not_a_500(
+    fuzzed, route, header, framing
+):
+    bot, tracebacks = fuzzed
+    envelope = fresh(REAL[0])
+    body, headers = signed_request(envelope, encrypt_key=ENCRYPT_KEY)
+    before = await snapshot(bot)
+    lines = [f"POST {route} HTTP/1.1".encode(), b"Host: bot", b"Connection: close"]
+    for name, value in headers.items():
+        raw = value.encode()
+        lines.append(name.encode() + b": " + (b"\xff\xfe" + raw if name == header else raw))
+    if framing == "chunked":
+        lines.append(b"Transfer-Encoding: chunked")
+        payload = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    else:
+        lines.append(f"Content-Length: {len(body)}".encode())
+        payload = body
+    host, port = bot.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"\r\n".join(lines) + b"\r\n\r\n" + payload)
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    status = int(answer.split(b" ", 2)[1])
+    assert status == 401  # the signature does not match: never a 500
+    assert await snapshot(bot) == before
     assert tracebacks.seen == []

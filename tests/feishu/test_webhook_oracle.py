@@ -93,3 +93,24 @@ def test_no_unsigned_answer_depends_on_how_decryption_failed(plaintext: bytes, p
     if isinstance(opened, Refused):
         assert "decrypted body" not in opened.reason
         assert opened == UNDECRYPTABLE or opened.status == 401
+
+
+HEADER_TEXT = st.one_of(
+    st.text(max_size=40),
+    # What a header's bytes that are not UTF-8 decode to (surrogate-escaped).
+    st.binary(max_size=40).map(lambda raw: raw.decode("utf-8", "surrogateescape")),
+)
+
+
+@given(
+    name=st.sampled_from(["X-Lark-Request-Timestamp", "X-Lark-Request-Nonce", "X-Lark-Signature"]),
+    value=HEADER_TEXT,
+)
+def test_any_signature_header_text_gets_an_answer_never_an_exception(name, value) -> None:
+    body = body_of(b'{"schema": "2.0"}')
+    headers = {**signed_headers(body), name: value}
+    opened = verifier().open(body, headers)
+    # A header changed to something else no longer matches (401), or is not a timestamp
+    # (400); whatever its bytes, the verifier answers.
+    if value != signed_headers(body)[name]:
+        assert isinstance(opened, Refused) and opened.status in (400, 401)
