@@ -3,7 +3,9 @@ and every message is still claimed once, across processes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
@@ -129,3 +131,46 @@ async def test_the_ledger_keeps_the_push_as_it_came_and_reads_it_back_the_same(t
         assert stored == plaintext.decode()
         entry = await ledger.get("om_raw")
         assert entry is not None and entry.payload == envelope
+
+
+async def test_a_lease_that_ended_is_not_reported_lost_and_one_taken_over_is(tmp_path, caplog):
+    url = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
+    await upgrade_async(url)
+    dbs = [await Database.connect(url), await Database.connect(url)]
+    try:
+        ledgers = [MessageLedger(db) for db in dbs]
+        in_flight = InFlight()
+
+        async def process(claim) -> None:  # the turn: still "in flight" until told
+            return None
+
+        tracker = TaskTracker()
+        here = EventIntake(
+            ledgers[0],
+            process,
+            tracker,
+            in_flight,
+            owner="p0",
+            lease_seconds=0.2,
+            max_age_seconds=900.0,
+        )
+        for message_id in ("om_done", "om_kept", "om_taken"):
+            await here(_event(message_id))
+        assert await tracker.drain(5.0) == 0
+        # om_done: its turn's finish committed, the turn not told yet (the race that
+        # used to be reported as a claim lost to another process).
+        assert await ledgers[0].complete("om_done", owner="p0")
+        # om_taken: the lease lapsed (this process stalled) and p1 took the message over.
+        await asyncio.sleep(0.3)
+        taken = await ledgers[1].take_over_expired(owner="p1", lease_seconds=60.0)
+        assert {c.message_id for c in taken} == {"om_kept", "om_taken"}
+        assert await ledgers[1].complete("om_kept", owner="p1") is True
+        assert await ledgers[1].renew("om_taken", owner="p1", lease_seconds=60.0)
+        with caplog.at_level(logging.DEBUG, logger="bot.runtime.intake"):
+            await here.renew_leases()
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warnings == ["lost the claim on om_taken to p1"]
+        assert (await ledgers[1].get("om_taken")).owner == "p1"  # a renewal took nothing
+    finally:
+        for db in dbs:
+            await db.dispose()

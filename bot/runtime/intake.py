@@ -21,6 +21,7 @@ from typing import Any
 from bot.feishu.untrusted_json import JSON_OBJECT
 from bot.feishu.webhook import VerifiedEvent
 from bot.store import Claim, MessageLedger
+from bot.store.ledger import FINAL_STATES
 
 from .tasks import TaskTracker
 
@@ -157,17 +158,35 @@ class EventIntake:
         interval = self._lease / 3
         while True:
             await asyncio.sleep(interval)
-            for message_id in self._in_flight.snapshot():
-                try:
-                    kept = await self._ledger.renew(
-                        message_id, owner=self._owner, lease_seconds=self._lease
-                    )
-                except Exception:  # the next round tries again; the lease has slack
-                    logger.exception("renewing the lease of %s failed", message_id)
-                    continue
-                if not kept and message_id in self._in_flight:
-                    # (Not kept because it just finished is the common, harmless case.)
-                    logger.warning("lost the claim on %s to another process", message_id)
+            await self.renew_leases()
+
+    async def renew_leases(self) -> None:
+        """One round of ``keep_leases``: every in-flight lease in one statement."""
+        ids = self._in_flight.snapshot()
+        if not ids:
+            return
+        try:
+            kept = await self._ledger.renew_many(ids, owner=self._owner, lease_seconds=self._lease)
+        except Exception:  # the next round tries again; the lease has slack
+            logger.exception("renewing the leases of %d messages failed", len(ids))
+            return
+        for message_id in ids:
+            if message_id not in kept and message_id in self._in_flight:
+                await self._not_renewed(message_id)
+
+    async def _not_renewed(self, message_id: str) -> None:
+        """Say why a lease still in flight was not renewed. Mostly its turn finished in
+        this instant (the finish committed, the turn not told yet): harmless. Else another
+        process took it over, after this one let the lease lapse."""
+        try:
+            entry = await self._ledger.get(message_id)
+        except Exception:
+            logger.exception("reading the claim on %s failed", message_id)
+            return
+        if entry is None or entry.state in FINAL_STATES or entry.owner == self._owner:
+            logger.debug("the claim on %s ended while its lease was renewed", message_id)
+        else:
+            logger.warning("lost the claim on %s to %s", message_id, entry.owner)
 
     async def sweep_expired(self, *, once: bool = False) -> None:
         """Take over messages whose owner stopped renewing (it crashed)."""
