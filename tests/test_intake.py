@@ -174,3 +174,71 @@ async def test_a_lease_that_ended_is_not_reported_lost_and_one_taken_over_is(tmp
     finally:
         for db in dbs:
             await db.dispose()
+
+
+class GatedLedger(CountingLedger):
+    """Claims wait for ``gate``; the first may be told to fail."""
+
+    def __init__(self, db) -> None:
+        super().__init__(db)
+        self.gate = asyncio.Event()
+        self.fail_first = False
+
+    async def claim(self, *args, **kwargs):
+        self.claims += 1
+        await self.gate.wait()
+        if self.fail_first and self.claims == 1:
+            raise ConnectionError("the database went away")
+        return await MessageLedger.claim(self, *args, **kwargs)
+
+
+async def _gated_intake(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
+    await upgrade_async(url)
+    db = await Database.connect(url)
+    ledger = GatedLedger(db)
+    processed: list[str] = []
+
+    async def process(claim) -> None:
+        processed.append(claim.message_id)
+
+    tracker = TaskTracker()
+    intake = EventIntake(
+        ledger, process, tracker, InFlight(), owner="p0", lease_seconds=30.0, max_age_seconds=900.0
+    )
+    return db, ledger, intake, tracker, processed
+
+
+async def test_a_redelivery_racing_the_first_waits_for_its_claim_instead_of_claiming(tmp_path):
+    db, ledger, intake, tracker, processed = await _gated_intake(tmp_path)
+    try:
+        first = asyncio.create_task(intake(_event("om_1")))
+        racing = [asyncio.create_task(intake(_event("om_1"))) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        # Nobody is answered before the claim is stored: a 200 now could lose the message.
+        assert not first.done() and not any(task.done() for task in racing)
+        ledger.gate.set()
+        await asyncio.gather(first, *racing)
+        assert ledger.claims == 1
+        assert await tracker.drain(5.0) == 0
+        assert processed == ["om_1"]
+    finally:
+        await db.dispose()
+
+
+async def test_when_the_raced_claim_fails_a_redelivery_claims_for_itself(tmp_path):
+    db, ledger, intake, tracker, processed = await _gated_intake(tmp_path)
+    ledger.fail_first = True
+    try:
+        first = asyncio.create_task(intake(_event("om_1")))
+        racing = [asyncio.create_task(intake(_event("om_1"))) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        ledger.gate.set()
+        results = await asyncio.gather(first, *racing, return_exceptions=True)
+        assert isinstance(results[0], ConnectionError)  # its sender gets a 500
+        assert results[1:] == [None, None]
+        assert ledger.claims == 2  # one of the two claimed; the other waited for it
+        assert await tracker.drain(5.0) == 0
+        assert processed == ["om_1"]
+    finally:
+        await db.dispose()

@@ -103,6 +103,9 @@ class EventIntake:
         self._clock = clock
         self._in_flight = in_flight
         self._recent = RecentClaims()
+        # Claims on their way to the database, by message id: a redelivery of one waits
+        # for its outcome instead of a transaction of its own. True: the claim is stored.
+        self._claiming: dict[str, asyncio.Future[bool]] = {}
 
     async def __call__(self, event: VerifiedEvent) -> None:
         """The webhook's handler: quick, and it raises only if the claim could not be stored."""
@@ -117,24 +120,45 @@ class EventIntake:
         if age > self._max_age:
             logger.info("dropping stale message %s (%.0f s old)", message_id, age)
             return
-        if message_id in self._recent:
-            logger.debug("duplicate delivery of %s (claimed here)", message_id)
-            if self._on_duplicate is not None:
-                self._on_duplicate()
-            return
-        claim = await self._ledger.claim(
-            message_id,
-            owner=self._owner,
-            payload=dict(event.envelope),
-            payload_json=event.raw.decode() if event.raw else None,
-            lease_seconds=self._lease,
-        )
+        while True:
+            if message_id in self._recent:
+                self._duplicate(message_id, "claimed here")
+                return
+            racing = self._claiming.get(message_id)
+            if racing is None:
+                break
+            if await asyncio.shield(racing):
+                # A redelivery that raced the first delivery (Feishu retries within
+                # milliseconds at times): that claim is stored, and decided this one too.
+                self._duplicate(message_id, "its claim was being stored here")
+                return
+            # That claim failed: this delivery claims for itself, unless another one
+            # already does (or did).
+        stored = asyncio.get_running_loop().create_future()
+        self._claiming[message_id] = stored
+        try:
+            claim = await self._ledger.claim(
+                message_id,
+                owner=self._owner,
+                payload=dict(event.envelope),
+                payload_json=event.raw.decode() if event.raw else None,
+                lease_seconds=self._lease,
+            )
+        except BaseException:
+            del self._claiming[message_id]
+            stored.set_result(False)
+            raise
+        del self._claiming[message_id]
+        stored.set_result(True)
         if claim.outcome not in CLAIMED:
-            logger.debug("duplicate delivery of %s (%s)", message_id, claim.outcome)
-            if self._on_duplicate is not None:
-                self._on_duplicate()
+            self._duplicate(message_id, claim.outcome)
             return
         self.start(claim)
+
+    def _duplicate(self, message_id: str, why: str) -> None:
+        logger.debug("duplicate delivery of %s (%s)", message_id, why)
+        if self._on_duplicate is not None:
+            self._on_duplicate()
 
     def start(self, claim: Claim) -> None:
         """Work on a claim this process holds; its lease is kept until the work is done."""
