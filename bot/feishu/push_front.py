@@ -106,7 +106,9 @@ class PushFront:
             if not connection.busy:
                 connection.close()
         if self.answering:
-            await asyncio.wait(set(self.answering), timeout=grace_seconds)
+            _, late = await asyncio.wait(set(self.answering), timeout=grace_seconds)
+            for task in late:  # not answered: Feishu delivers it again (to a replica)
+                task.cancel()
         for connection in list(self.connections):
             connection.close()
 

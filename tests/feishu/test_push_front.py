@@ -325,6 +325,23 @@ async def test_shutdown_lets_a_push_in_progress_finish_and_answer():
     idle_writer.close()
 
 
+async def test_a_push_still_unanswered_after_the_grace_is_cancelled_not_left_running():
+    recorder = Recorder()
+    recorder.hold = {"om_stuck"}  # its claim never returns
+    served = await start(recorder, shutdown_timeout=0.2)
+    reader, writer = await asyncio.open_connection(HOST, served.port)
+    writer.write(push_bytes("om_stuck"))
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    await asyncio.wait_for(served.runner.cleanup(), 5)
+    # No answer (Feishu delivers it again), and nothing runs on after the app stopped.
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    recorder.gate.set()
+    await asyncio.sleep(0.05)
+    assert recorder.events == []
+    writer.close()
+
+
 async def test_idle_and_trickling_connections_are_closed_after_the_keepalive():
     recorder = Recorder()
     now = [1000.0]
