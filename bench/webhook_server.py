@@ -16,6 +16,9 @@ processes may share one PostgreSQL database, as replicas behind a load balancer 
 ``BENCH_TRANSACTIONS`` (a path): count the app's transactions by the store operation that
 ran them, and write the counts there as JSON at shutdown (both backends; PostgreSQL's own
 statistics also count what SQLAlchemy runs outside them, such as pool pings).
+
+It serves as ``larkgate serve`` does, behind the push front (``bot.serving``);
+``BENCH_AIOHTTP_ONLY=1`` serves every request through aiohttp alone, for comparison.
 """
 
 from __future__ import annotations
