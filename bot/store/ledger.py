@@ -534,8 +534,18 @@ def _drop(
     return sql.drop_owned.rowcount(connection, owned) == 1
 
 
+# Ids bound in one statement at most: SQLite allows 32,766 variables (999 before 3.32),
+# PostgreSQL 32,767 parameters, and in-flight messages have no bound of their own.
+RENEW_BATCH = 500
+
+
 def _renew_many(connection: Connection, statement: Any, params: dict[str, Any]) -> set[str]:
-    return set(connection.execute(statement, params).scalars())
+    ids = params["p_message_ids"]
+    kept: set[str] = set()
+    for start in range(0, len(ids), RENEW_BATCH):
+        batch = {**params, "p_message_ids": ids[start : start + RENEW_BATCH]}
+        kept.update(connection.execute(statement, batch).scalars())
+    return kept
 
 
 def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+import bot.store.ledger as ledger_module
 from bot.store import Claim, MessageLedger
 
 LEASE = 60.0
@@ -277,3 +278,22 @@ async def test_renew_many_keeps_the_messages_still_held(db, clock):
     assert (await ledger.get("om_1")).lease_until == clock.now + LEASE
     assert (await ledger.get("om_other")).lease_until == clock.now + 1
     assert await ledger.renew_many([], owner="a", lease_seconds=LEASE) == set()
+
+
+async def test_renew_many_binds_any_number_of_ids(db, clock, monkeypatch):
+    """More ids than a statement may bind (SQLite 32,766, PostgreSQL 32,767): in-flight
+    messages have no bound of their own, and one failed renewal round loses them all."""
+    ledger = make_ledger(db, clock)
+    held = ["om_a", "om_b", "om_c"]
+    for message_id in held:
+        await ledger.claim(message_id, owner="a", payload={}, lease_seconds=LEASE)
+    unknown = [f"om_unknown_{n}" for n in range(33_000)]
+    kept = await ledger.renew_many(
+        [*unknown[:16_000], *held, *unknown[16_000:]], owner="a", lease_seconds=LEASE
+    )
+    assert kept == set(held)
+    # Batches split anywhere, the held ones among them.
+    monkeypatch.setattr(ledger_module, "RENEW_BATCH", 2)
+    assert await ledger.renew_many(["om_x", *held, "om_y"], owner="a", lease_seconds=LEASE) == set(
+        held
+    )
