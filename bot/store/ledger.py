@@ -95,13 +95,16 @@ def _entry(row: Mapping[Any, Any]) -> LedgerEntry:
     )
 
 
-def _claim(outcome: ClaimOutcome, row: Mapping[Any, Any]) -> Claim:
+def _claim(
+    outcome: ClaimOutcome, row: Mapping[Any, Any], payload: Mapping[str, Any] | None = None
+) -> Claim:
+    """``payload``: the row's, already parsed (a first claim has what it stored)."""
     return Claim(
         outcome=outcome,
         message_id=row["message_id"],
         state=row["state"],
         attempts=row["attempts"],
-        payload=json.loads(row["payload"]),
+        payload=dict(payload) if payload is not None else json.loads(row["payload"]),
         owner=row["owner"],
         lease_until=row["lease_until"],
         conversation_key=row["conversation_key"],
@@ -277,6 +280,7 @@ class MessageLedger:
                 "attempts": 1,
                 "payload": _dump(payload) if payload_json is None else payload_json,
                 "conversation_key": conversation_key,
+                "reply_message_id": None,
                 "created_at": now,
                 "updated_at": now,
             },
@@ -455,17 +459,7 @@ def _claim_once(
 ) -> Claim | None:
     """One claim attempt; None when a purge removed the row between its statements."""
     if sql.insert_claim.rowcount(connection, new_row):
-        return Claim(
-            outcome="claimed",
-            message_id=new_row["message_id"],
-            state=new_row["state"],
-            attempts=new_row["attempts"],
-            payload=dict(payload),
-            owner=new_row["owner"],
-            lease_until=new_row["lease_until"],
-            conversation_key=new_row["conversation_key"],
-            reply_message_id=None,
-        )
+        return _claim("claimed", new_row, payload)  # the new row is what was inserted
     message_id, now = new_row["message_id"], new_row["created_at"]
     row = _row(connection, sql, message_id)
     if row is None:
