@@ -316,3 +316,21 @@ async def test_signature_headers_that_are_not_utf8_are_refused_not_a_500(
     assert status == 401  # the signature does not match: never a 500
     assert await snapshot(bot) == before
     assert tracebacks.seen == []
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_its_body(fuzzed):
+    """Not a plain push to the front (over its bound): aiohttp's route refuses it from the
+    head alone, 413, while the body has not even been sent."""
+    bot, tracebacks = fuzzed
+    before = await snapshot(bot)
+    host, port = bot.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = (
+        f"POST /feishu/events HTTP/1.1\r\nHost: bot\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n"
+    )
+    writer.write(head.encode())
+    status_line = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    assert status_line.split()[1] == b"413"
+    assert await snapshot(bot) == before
+    assert tracebacks.seen == []
