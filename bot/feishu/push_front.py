@@ -35,12 +35,12 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from email.utils import formatdate
 from http import HTTPStatus
 from typing import cast
 
 import httptools
 from aiohttp import web
+from aiohttp.helpers import rfc822_formatted_time  # aiohttp's own Date, cached a second
 from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict
 
@@ -306,24 +306,6 @@ def _plain_push(head: bytes) -> _Push | None:
     return _Push(headers, len(head), int(length), parser.should_keep_alive())
 
 
-class _DateHeader:
-    """The Date header's value, formatted once a second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = ""
-
-    def __call__(self) -> str:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = formatdate(now, usegmt=True)
-        return self._value
-
-
-_date = _DateHeader()
-
-
 def _response(status: int, body: bytes, *, close: bool) -> bytes:
     """The answer as aiohttp's ``web.Response`` of a JSON body writes it."""
     connection = "Connection: close\r\n" if close else ""
@@ -331,7 +313,7 @@ def _response(status: int, body: bytes, *, close: bool) -> bytes:
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
         "Content-Type: application/json; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\n"
-        f"Date: {_date()}\r\n"
+        f"Date: {rfc822_formatted_time()}\r\n"
         f"Server: {SERVER_SOFTWARE}\r\n"
         f"{connection}\r\n"
     )
