@@ -131,8 +131,11 @@ class Metrics:
             registry=registry,
         )
         self._connection_states: set[str] = set()
-        # labels() hashes and validates its values on every call; a message counts ~10
-        # series, so the children are looked up once each (the label sets are bounded).
+        # A message counts ~10 series, and prometheus-client's inc() validates and takes a
+        # lock each time (~1.5 µs): the hot counts add up in a plain dict, by series, and
+        # reach the counters when they are read (`render`). Everything counts on the event
+        # loop's thread, as render does, so nothing is counted between the two.
+        self._pending: dict[tuple[Counter, tuple[str, ...]], float] = {}
         self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
         # Known label values start at 0, so a rate() has a series from the first scrape.
         for kind in EVENT_KINDS:
@@ -150,10 +153,18 @@ class Metrics:
     # -- what happened ------------------------------------------------------------------
 
     def _inc(self, metric: Counter, *labels: str, amount: float = 1) -> None:
-        child = self._children.get((metric, labels))
-        if child is None:
-            child = self._children[(metric, labels)] = metric.labels(*labels)
-        child.inc(amount)
+        series = (metric, labels)
+        pending = self._pending
+        pending[series] = pending.get(series, 0) + amount
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for series, amount in pending.items():
+            child = self._children.get(series)
+            if child is None:  # labels() validates the values once per series
+                metric, labels = series
+                child = self._children[series] = metric.labels(*labels)
+            child.inc(amount)
 
     def event_received(self, kind: str) -> None:
         self._inc(self.events_received, kind if kind in EVENT_KINDS else "other")
@@ -172,9 +183,11 @@ class Metrics:
         self._inc(self.llm_errors, kind)
 
     def llm_usage(self, usage: Usage) -> None:
-        if usage.prompt_tokens:
+        # A provider's counts are whatever it sent: a negative one is not counted (a
+        # counter only goes up, and prometheus-client raises on the attempt).
+        if usage.prompt_tokens > 0:
             self._inc(self.llm_tokens, "prompt", amount=usage.prompt_tokens)
-        if usage.completion_tokens:
+        if usage.completion_tokens > 0:
             self._inc(self.llm_tokens, "completion", amount=usage.completion_tokens)
 
     def feishu_call(self, endpoint: str, code: str) -> None:
@@ -209,6 +222,7 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The exposition body and its content type, for ``GET /metrics``."""
+        self._flush()
         return generate_latest(self.registry), CONTENT_TYPE
 
 

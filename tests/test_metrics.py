@@ -198,6 +198,39 @@ async def test_metered_llm_counts_calls_tokens_and_errors():
     assert scraped.value("larkgate_llm_tokens_total", type="completion") == 3
 
 
+async def test_token_counts_a_provider_got_wrong_do_not_break_the_answer_or_the_scrape():
+    class NegativeUsage(ScriptedLLM):
+        async def stream_chat(self, messages, **options):
+            yield StreamDelta(content="a", usage=Usage(-3, -1, -4))
+
+    metrics = Metrics()
+    llm = MeteredLLM(NegativeUsage(), metrics)
+    assert [d.content async for d in llm.stream_chat([])] == ["a"]
+    assert (await llm.chat([])).content == "ok"
+    scraped = Scrape(metrics.render()[0].decode())
+    assert scraped.value("larkgate_llm_tokens_total", type="prompt") == 5
+    assert scraped.value("larkgate_llm_tokens_total", type="completion") == 2
+    assert scraped.value("larkgate_llm_errors_total", kind="stream") == 0
+
+
+def test_counts_between_two_scrapes_are_added_once():
+    metrics = Metrics()
+    metrics.event_received("message")
+    metrics.feishu_call("im.message.reply", "0")
+    first = Scrape(metrics.render()[0].decode())
+    metrics.event_received("message")
+    metrics.event_received("nonsense")
+    second = Scrape(metrics.render()[0].decode())
+    third = Scrape(metrics.render()[0].decode())
+    received = "larkgate_events_received_total"
+    assert first.value(received, kind="message") == 1
+    assert second.value(received, kind="message") == 2
+    assert second.value(received, kind="other") == 1
+    assert third.value(received, kind="message") == 2
+    calls = "larkgate_feishu_api_calls_total"
+    assert third.value(calls, endpoint="im.message.reply", code="0") == 1
+
+
 def test_registries_are_per_app_and_the_connection_state_is_one_hot():
     first, second = Metrics(), Metrics()
     first.duplicate_event()
