@@ -43,6 +43,7 @@ from .events import (
 from .function_tools import tool, tool_from_function
 from .hooks import (
     Hook,
+    HookChain,
     HookResult,
     PostToolUseHook,
     PreToolUseHook,
@@ -86,6 +87,7 @@ __all__ = [
     "DAGSettings",
     "DoneEvent",
     "Hook",
+    "HookChain",
     "HookResult",
     "ImagePart",
     "InterruptQueue",

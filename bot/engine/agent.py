@@ -60,7 +60,7 @@ class ReActAgent:
         llm: LLM,
         tools: ToolRegistry | Iterable[Tool] = (),
         *,
-        hooks: Sequence[Hook] = (),
+        hooks: Sequence[Hook] | HookChain = (),
         max_iterations: int = 50,
         use_native_tools: bool = True,
         completion_check: bool = True,
@@ -85,7 +85,8 @@ class ReActAgent:
             raise ValueError("cycle_threshold and completion_check_min_tools must be at least 1")
         self.llm = llm
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self.hooks = HookChain(hooks)
+        # A chain built once can serve every run (a bot builds an agent per message).
+        self.hooks = hooks if isinstance(hooks, HookChain) else HookChain(hooks)
         self.use_native_tools = use_native_tools
         self.system_prompt = system_prompt
         self.instructions = instructions

@@ -17,6 +17,7 @@ from bot.engine import (
     DAGAgent,
     DAGSettings,
     Hook,
+    HookChain,
     ModelRegistry,
     ReActAgent,
     ReActOptions,
@@ -52,6 +53,7 @@ class AgentBuilder:
         self.mode = mode
         self._tools_for_run = tools_for_run
         self._hooks = tuple(hooks)
+        self._hook_chain = HookChain(self._hooks)  # what each ReAct agent runs, built once
         self._plan = plan_settings(plan or PlanKnobs())
         self._options: ReActOptions = options or {}
 
@@ -59,7 +61,7 @@ class AgentBuilder:
         tools = await self._tools_for_run()
         mode = forced or self.mode
         if mode == "react":
-            return ReActAgent(self.models.default, tools, hooks=self._hooks, **self._options)
+            return ReActAgent(self.models.default, tools, hooks=self._hook_chain, **self._options)
         return DAGAgent(
             self.models, tools, hooks=self._hooks, mode=mode, settings=self._plan, **self._options
         )
