@@ -163,14 +163,14 @@ class Metrics:
             child = self._children.get(series)
             if child is None:  # labels() validates the values once per series
                 metric, labels = series
-                child = self._children[series] = metric.labels(*labels)
+                child = self._children[series] = metric.labels(*labels) if labels else metric
             child.inc(amount)
 
     def event_received(self, kind: str) -> None:
         self._inc(self.events_received, kind if kind in EVENT_KINDS else "other")
 
     def duplicate_event(self) -> None:
-        self.duplicate_events.inc()
+        self._inc(self.duplicate_events)
 
     def run_finished(self, status: str, seconds: float) -> None:
         self._inc(self.runs, status)
