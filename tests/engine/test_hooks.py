@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.engine import HookResult, ReActAgent, ToolUse, current_run
+from bot.engine import HookChain, HookResult, ReActAgent, ToolUse, current_run
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 
 from engine.support import RecordingHook, make_tool
@@ -88,6 +88,25 @@ async def test_hooks_run_in_order_around_the_tool():
         "first:post:echo",
         "second:post:echo",
     ]
+
+
+async def test_one_hook_chain_serves_agent_after_agent():
+    log: list[str] = []
+
+    async def handler(x: int) -> str:
+        log.append(f"tool:{x}")
+        return "ok"
+
+    echo = make_tool("echo", handler)
+    chain = HookChain([RecordingHook("first", log), RecordingHook("second", log)])
+    for x in (1, 2):
+        await ReActAgent(one_call_then(x=x), [echo], hooks=chain).run("go")
+    gate = HookChain([Blocker()])
+    for x in (3, 4):
+        result = await ReActAgent(one_call_then(x=x), [echo], hooks=gate).run("go")
+        assert result.steps[0].status == "blocked"
+    each = ("first:pre:echo", "second:pre:echo", "tool:{}", "first:post:echo", "second:post:echo")
+    assert log == [entry.format(x) for x in (1, 2) for entry in each]
 
 
 async def test_a_block_stops_later_hooks():
