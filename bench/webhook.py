@@ -117,6 +117,8 @@ class Results:
     statuses: Counter[int] = field(default_factory=Counter)
     acked_by: Counter[int] = field(default_factory=Counter)  # server index -> HTTP 200s
     errors: int = 0
+    # (sent at, seconds to the ACK, server index) of each acknowledged delivery
+    timeline: list[tuple[float, float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -242,6 +244,7 @@ async def send_all(
                 results.errors += 1
                 return
             results.latencies.append(time.perf_counter() - started)
+            results.timeline.append((started - start, time.perf_counter() - started, target))
 
         tasks = []
         start = time.perf_counter()
@@ -536,13 +539,21 @@ async def load(
             await asyncio.to_thread(subprocess.run, on, check=True, capture_output=True)
     # This process measures the ACKs: a full collection in it (walking every object of the
     # runs before, which the fake Feishu keeps) stopped its clock-reading loop for 100+ ms
-    # and was charged to the servers' latency, more with each run. Frozen for the run.
+    # and was charged to the servers' latency, more with each run. Frozen for the run. And
+    # no collection during it: what the run itself leaves (its requests, the fake's replies)
+    # brought a full one ~17 s in, 46–115 ms long, that every run's slowest ACKs lined up
+    # with (`timeline.json`), on SQLite and PostgreSQL alike. Uncollected, a run of 5,258
+    # deliveries leaves ~30 MB.
     gc.collect()
     gc.freeze()
+    gc.disable()
     try:
         results, elapsed = await send_all([b + "/feishu/events" for b in bases], deliveries)
     finally:
+        gc.enable()
         gc.unfreeze()
+    # Kept with --keep: when the slow ACKs came, and from which process (tails come in bursts).
+    (workdir / "timeline.json").write_text(json.dumps(results.timeline))
     replies = await wait_replies(feishu, unique, within=600 if CALLGRIND else 60)
     instructions = (
         sum(callgrind_instructions(s.pid, workdir / f"server-{n}.callgrind")
