@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from bot.store import Database, DatabaseConfigError, normalize_url
 from bot.store import db as db_module
 
-from support.postgres import fetchval
+from support.postgres import execute, fetchval, scratch_database_async
 from support.waiting import wait_until
 
 
@@ -646,3 +646,49 @@ async def test_a_brief_transaction_that_fails_rolls_back_and_leaves_the_connecti
         await db.transact(lambda c: (_insert(c, "dup", 2), _insert(c, "dup", 3)), brief=True)
     await db.transact(_insert, "kept", 4, brief=True)
     assert await _ids(db) == ["kept"]
+
+
+async def test_postgresql_opens_its_warm_connections_at_start_up(migrated_url):
+    if not migrated_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's pool")
+    async with Database(migrated_url) as db:
+        pool = db._async_engine.sync_engine.pool  # the pool is what this is about
+        assert pool.checkedin() == db_module.POSTGRES_WARM_CONNECTIONS
+        before = await _backends(migrated_url)
+        # A burst as many as the warm connections: none opened on its way.
+        await asyncio.gather(
+            *(db.transact(_sleep_a_moment) for _ in range(db_module.POSTGRES_WARM_CONNECTIONS))
+        )
+        assert await _backends(migrated_url) == before
+    async with Database(migrated_url, pool_size=3) as small:
+        assert small._async_engine.sync_engine.pool.checkedin() == 3
+
+
+async def test_warm_connections_the_server_refuses_do_not_stop_the_start(migrated_url, caplog):
+    if not migrated_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's pool")
+    url = make_url(migrated_url)
+    async with scratch_database_async("larkgate_w_", base=url) as scratch:
+        # Its owner (the test role) may limit it: the start's SELECT 1 and two more.
+        await execute(url, f'ALTER DATABASE "{scratch.database}" CONNECTION LIMIT 3')
+        async with Database(scratch.render_as_string(hide_password=False)) as db:
+            assert await db.ping()
+            assert db._async_engine.sync_engine.pool.checkedin() == 3
+            assert await db.transact(_select_2) == 2
+        assert "warm PostgreSQL connections" in caplog.text
+
+
+def _sleep_a_moment(connection):
+    connection.execute(text("SELECT pg_sleep(0.05)"))
+
+
+def _select_2(connection):
+    return connection.execute(text("SELECT 2")).scalar_one()
+
+
+async def _backends(url: str) -> int:
+    return await fetchval(
+        make_url(url),
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid()",
+    )
