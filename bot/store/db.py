@@ -33,9 +33,10 @@ is re-raised to the caller of `transact`).
 - PostgreSQL: asyncpg under SQLAlchemy's async engine; `fn` runs through `run_sync` (one
   greenlet a transaction). The default READ COMMITTED level; the stores stay correct there
   through conditional updates and `INSERT ... ON CONFLICT DO NOTHING`.
-  The pool keeps `POSTGRES_POOL_SIZE` connections open (opening one costs the server a
-  process and the bot several round trips; at SQLAlchemy's default of 5, a burst of messages
-  opened and closed overflow connections by the hundred) and does not ping a connection
+  The pool keeps `POSTGRES_POOL_SIZE` connections open, `POSTGRES_WARM_CONNECTIONS` of
+  them from start-up (opening one costs the server a process and the bot several round
+  trips; at SQLAlchemy's default of 5, a burst of messages opened and closed overflow
+  connections by the hundred) and does not ping a connection
   before each use (a round trip per transaction, half of them on the hot path). A connection
   that died while idle (the server restarted) instead fails at its first statement; such a
   transaction, which ran nothing, is run once more on a fresh connection.
