@@ -88,7 +88,7 @@ POSTGRES_POOL_SIZE = 20
 POSTGRES_MAX_OVERFLOW = 10
 POSTGRES_BACKGROUND_TRANSACTIONS = 4
 # Opened at start-up: the first burst of pushes after a (re)start otherwise opens them on
-# the ACK path, ~20-40 ms each on a busy machine (the bench's first 40 ACKs at 200/s).
+# the ACK path (the bench's first 20-46 ACKs at 200/s took 10-96 ms; ~27 ms at most now).
 POSTGRES_WARM_CONNECTIONS = 8
 _RAN = "larkgate_ran_a_statement"  # in a connection's .info: a statement of fn completed
 _SELECT_1 = text("SELECT 1")
@@ -244,10 +244,13 @@ class Database:
         opened = await asyncio.gather(
             *(self._async_engine.connect() for _ in range(wanted)), return_exceptions=True
         )
-        failed = [c for c in opened if isinstance(c, BaseException)]
         for connection in opened:
             if not isinstance(connection, BaseException):
                 await connection.close()  # back to the pool, open
+        failed = [c for c in opened if isinstance(c, BaseException)]
+        for error in failed:
+            if not isinstance(error, Exception):
+                raise error  # a cancellation or an exit is not a connection problem
         if failed:
             # The server works (SELECT 1 did): the rest open on demand, as without this.
             logger.warning(
