@@ -690,5 +690,5 @@ async def _backends(url: str) -> int:
     return await fetchval(
         make_url(url),
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND pid <> pg_backend_pid()",
+        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
     )
