@@ -655,10 +655,10 @@ async def test_postgresql_opens_its_warm_connections_at_start_up(migrated_url):
         pool = db._async_engine.sync_engine.pool  # the pool is what this is about
         assert pool.checkedin() == db_module.POSTGRES_WARM_CONNECTIONS
         before = await _backends(migrated_url)
-        # A burst as many as the warm connections: none opened on its way.
-        await asyncio.gather(
-            *(db.transact(_sleep_a_moment) for _ in range(db_module.POSTGRES_WARM_CONNECTIONS))
-        )
+        # A burst of urgent transactions (the ACK path's), as many as the warm connections
+        # and all at once: none opened on its way.
+        burst = db_module.POSTGRES_WARM_CONNECTIONS
+        await asyncio.gather(*(db.transact(_sleep_a_moment, urgent=True) for _ in range(burst)))
         assert await _backends(migrated_url) == before
     async with Database(migrated_url, pool_size=3) as small:
         assert small._async_engine.sync_engine.pool.checkedin() == 3
