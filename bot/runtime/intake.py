@@ -136,6 +136,7 @@ class EventIntake:
             # already does (or did).
         stored = asyncio.get_running_loop().create_future()
         self._claiming[message_id] = stored
+        claim: Claim | None = None
         try:
             claim = await self._ledger.claim(
                 message_id,
@@ -144,12 +145,9 @@ class EventIntake:
                 payload_json=event.raw.decode() if event.raw else None,
                 lease_seconds=self._lease,
             )
-        except BaseException:
+        finally:  # stored or not, the racing deliveries learn which
             del self._claiming[message_id]
-            stored.set_result(False)
-            raise
-        del self._claiming[message_id]
-        stored.set_result(True)
+            stored.set_result(claim is not None)
         if claim.outcome not in CLAIMED:
             self._duplicate(message_id, claim.outcome)
             return
