@@ -84,9 +84,9 @@ class Turn:
         self.interrupts.put_nowait(job.text)
         return True
 
-    def joined_by_others(self) -> bool:
-        """Whether a message from anyone but the starter's sender joined this run."""
-        return any(job.sender != self.job.sender for job in self.joined)
+    def joined_senders(self) -> tuple[str, ...]:
+        """Who sent the messages that joined this run, in order ("" when unknown)."""
+        return tuple(job.sender for job in self.joined)
 
     def _fits_question(self, text: str, limits: InterruptLimits) -> bool:
         """Before the run begins, what joins is added to its question (one line each),

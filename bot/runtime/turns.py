@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.agent_config import RunMode
+from bot.askers import AskedRun, Askers
 from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, ChatAgent, RunEvent, Usage
@@ -79,9 +80,13 @@ class TurnContext:
     # The scheduled task this run fires for ("" for a person's message): such a run may
     # not schedule tasks itself.
     scheduled_task: str = ""
-    # Whether someone else's message has joined this run (a group conversation everyone
-    # shares): then no tool acts as the sender any more (per-user authorisation).
-    others_joined: Callable[[], bool] = lambda: False
+    # The senders of the messages that joined this run so far, in order (a group
+    # conversation everyone shares): each is an asker too (``askers()``).
+    joined_senders: Callable[[], tuple[str, ...]] = lambda: ()
+
+    def askers(self) -> Askers:
+        """Everyone whose message this run answers, as of now (more may join)."""
+        return Askers.of(self.sender_open_id, self.joined_senders())
 
 
 if TYPE_CHECKING:
@@ -89,6 +94,7 @@ if TYPE_CHECKING:
     # only by attribute names at run time: a renamed field or a LiveAnswer method that no
     # longer matches LiveMarker fails here, in mypy, not after an approval card was posted.
     _AS_ORIGIN: type[Origin] = TurnContext
+    _AS_ASKED: type[AskedRun] = TurnContext
 
 
 class TurnRunner:
@@ -385,7 +391,7 @@ def _turn_context(
         live=live,
         slot=turn.slot,
         scheduled_task=scheduled_task,
-        others_joined=turn.joined_by_others,
+        joined_senders=turn.joined_senders,
     )
 
 

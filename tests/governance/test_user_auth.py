@@ -13,6 +13,7 @@ import pytest
 from cryptography.fernet import Fernet
 from lark_oapi.api.authen.v1 import GetUserInfoRequest
 
+from bot.askers import Askers
 from bot.engine import RunContext, ToolError
 from bot.engine.hooks import _CURRENT_RUN
 from bot.feishu.client import FeishuClient
@@ -57,8 +58,8 @@ class Turn:
     slot: Any = None
     joined: bool = False
 
-    def others_joined(self) -> bool:
-        return self.joined
+    def askers(self) -> Askers:
+        return Askers.of(self.sender_open_id, ["ou_fake_carol"] if self.joined else [])
 
 
 @pytest.fixture

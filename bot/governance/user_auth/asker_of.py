@@ -8,6 +8,8 @@ not act as its starter any more, since the model may be serving the other person
 
 from __future__ import annotations
 
+from bot.askers import askers_of
+
 from ..origin import Origin, origin_of
 
 NOT_A_TURN = (
@@ -26,7 +28,8 @@ def asker_of(deps: object) -> tuple[Origin | None, str]:
     origin = origin_of(deps)
     if origin is None or not origin.sender_open_id:
         return None, NOT_A_TURN
-    others_joined = getattr(deps, "others_joined", None)
-    if callable(others_joined) and others_joined():
+    askers = askers_of(deps)
+    if askers is None or askers.sole != origin.sender_open_id:
+        # Only a run that answers its starter alone acts as them (bot/askers.py).
         return None, OTHERS_JOINED
     return origin, ""
