@@ -9,9 +9,16 @@ winner left it. The winner's audit row (with the whole arguments and their SHA-2
 "approve for this conversation" the grant, are written in the same transaction: they exist
 exactly when the transition does.
 
+An approval records every asker of the call (`requesters`): everyone whose message is in the
+run that asked, since a message sent while the bot works joins the running reply
+(`bot/askers.py`). The run's starter is also `requester`, as before.
+
 A grant lets the same person's later calls of the same tool in the same conversation
 generation (per scope key: a `/reset` starts a new generation, and with it a fresh set of grants)
-go without asking. Nobody else inherits it, even in a group conversation everyone shares.
+go without asking. Nobody else inherits it, even in a group conversation everyone shares. An
+approval asked by several people grants the tool to each of them, and a call goes without
+asking only when every one of its askers holds a grant (`granted_to_all`); an unknown asker
+("") is never granted anything.
 
 The arguments are stored whole, exactly as the tool will receive them: what an approver reads
 on the card, in the console and in the audit log is what runs.
@@ -27,7 +34,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from sqlalchemy import Integer, and_, bindparam, exists, literal, select, update
+from sqlalchemy import Integer, and_, bindparam, exists, select, update
 from sqlalchemy.engine import Connection
 
 from bot.approval_states import (
@@ -92,11 +99,14 @@ class NewApproval:
     connector: str | None
     arguments: str  # the whole arguments, as a person reads them (indented JSON), never cut
     reason: str | None  # the model's stated reason, if any
-    requester: str  # open_id of the person who asked
+    requester: str  # open_id of the person who started the run that asked
     approvers: tuple[str, ...]  # open_ids allowed to decide
     owner: str  # the process instance that waits for the decision
     ttl_seconds: float
     side_effect: str = "write"  # "read" or "write" (the tool's classification)
+    # Everyone whose message is in the run that asked, `requester` first; () when the
+    # requester asked alone.
+    requesters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +136,8 @@ class ApprovalRecord:
     note: str | None  # e.g. why it was cancelled
     card_message_id: str | None
     side_effect: str = "write"
+    # Everyone whose message was in the run that asked, `requester` first (never empty).
+    requesters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +152,7 @@ class Outcome:
 def _record(row: Mapping[Any, Any]) -> ApprovalRecord:
     values = {name: row[name] for name in ApprovalRecord.__slots__}
     values["approvers"] = tuple(json.loads(row["approvers"]))
+    values["requesters"] = tuple(json.loads(row["requesters"])) or (row["requester"],)
     values["session"] = bool(row["session"])
     values["state"] = approval_state(row["state"])
     return ApprovalRecord(**values)
@@ -192,11 +205,11 @@ _PENDING = (
     .order_by(_a.created_at.desc(), _a.id.desc())
     .limit(bindparam("limit", type_=Integer))
 )
-_GRANTED = select(literal(1)).where(
+_GRANTEES = select(_grants.c.requester).where(
     _grants.c.scope_key == bindparam("scope_key"),
     _grants.c.generation == bindparam("generation"),
     _grants.c.tool == bindparam("tool"),
-    _grants.c.requester == bindparam("requester"),
+    _grants.c.requester.in_(bindparam("requesters", expanding=True)),
 )
 
 # decision -> (state, session, audit action)
@@ -238,12 +251,16 @@ class ApprovalStore:
 
     async def create(self, new: NewApproval) -> ApprovalRecord:
         """Record a pending approval that expires `ttl_seconds` from now."""
+        requesters = new.requesters or (new.requester,)
+        if requesters[0] != new.requester:
+            raise ValueError("the requester is the first of the requesters (the run's starter)")
         now = self._clock()
         values = {
             name: getattr(new, name) for name in NewApproval.__slots__ if name != "ttl_seconds"
         }
         values.update(
             id=uuid.uuid4().hex,
+            requesters=json.dumps(list(requesters)),
             approvers=json.dumps(list(new.approvers)),
             state=PENDING,
             session=False,
@@ -266,7 +283,8 @@ class ApprovalStore:
     ) -> Outcome:
         """Approve or deny a pending approval whose time has not run out.
 
-        `approve_session` also grants the tool for the rest of the conversation generation.
+        `approve_session` also grants the tool, for the rest of the conversation generation,
+        to each of the approval's requesters (an unknown one, "", gets nothing).
         When the approval is no longer pending (decided, expired, cancelled: a racer won) or
         its time ran out, nothing is written and the outcome carries the row as it is.
         Whether `actor` may decide is the caller's check (see `ApprovalRecord.approvers`).
@@ -344,13 +362,24 @@ class ApprovalStore:
     async def granted(self, scope_key: str, generation: int, tool: str, requester: str) -> bool:
         """Whether `requester` was approved to run `tool` for the rest of this conversation
         generation."""
+        return await self.granted_to_all(scope_key, generation, tool, (requester,))
+
+    async def granted_to_all(
+        self, scope_key: str, generation: int, tool: str, requesters: Collection[str]
+    ) -> bool:
+        """Whether every one of `requesters` was approved to run `tool` for the rest of this
+        conversation generation: a call asked by several people goes unasked only then. False
+        for nobody and for an unknown requester (""), whom no grant names."""
+        asked = set(requesters)
+        if not asked or "" in asked:
+            return False
         params = {
             "scope_key": scope_key,
             "generation": generation,
             "tool": tool,
-            "requester": requester,
+            "requesters": sorted(asked),
         }
-        return await self._db.transact(_granted, params, write=False)
+        return await self._db.transact(_granted_to_all, params, asked, write=False)
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.
@@ -390,16 +419,20 @@ def _decide(
     if row is None:
         return Outcome(False, _get(connection, approval_id))
     record = _record(row)
-    if session:
+    grantees = sorted({requester for requester in record.requesters if requester})
+    if session and grantees:
         connection.execute(
             insert_grant,
-            {
-                **params,
-                "p_scope_key": record.scope_key,
-                "p_generation": record.generation,
-                "p_tool": record.tool,
-                "p_requester": record.requester,
-            },
+            [
+                {
+                    **params,
+                    "p_scope_key": record.scope_key,
+                    "p_generation": record.generation,
+                    "p_tool": record.tool,
+                    "p_requester": requester,
+                }
+                for requester in grantees
+            ],
         )
     _audit(connection, record, action, actor, now, via)
     return Outcome(True, record)
@@ -454,8 +487,9 @@ def _pending(connection: Connection, limit: int) -> list[ApprovalRecord]:
     return [_record(row) for row in connection.execute(_PENDING, {"limit": limit}).mappings()]
 
 
-def _granted(connection: Connection, params: dict[str, Any]) -> bool:
-    return connection.execute(_GRANTED, params).first() is not None
+def _granted_to_all(connection: Connection, params: dict[str, Any], asked: set[str]) -> bool:
+    granted = {row[0] for row in connection.execute(_GRANTEES, params)}
+    return asked <= granted
 
 
 def _audit(
@@ -471,6 +505,7 @@ def _audit(
         "tool": record.tool,
         "run_id": record.run_id,
         "requester": record.requester,
+        "requesters": list(record.requesters),
         "arguments": record.arguments,
         "arguments_sha256": hashlib.sha256(record.arguments.encode()).hexdigest(),
     }

@@ -189,7 +189,12 @@ class ApprovalRow(SQLModel, table=True):
     connector: str | None = Field(default=None, sa_type=String)
     arguments: str = Field(sa_type=Text)
     reason: str | None = Field(default=None, sa_type=Text)
-    requester: str = Field(sa_type=String)
+    requester: str = Field(sa_type=String)  # who started the run (the first of `requesters`)
+    # A JSON list of open_ids: everyone whose message is in the run that asked, the starter
+    # first (bot/askers.py). "[]" only in a row written without it: its requester alone.
+    requesters: str = Field(
+        default="[]", sa_column=Column(Text, nullable=False, server_default="[]")
+    )
     approvers: str = Field(sa_type=Text)  # a JSON list of open_ids
     owner: str = Field(sa_type=String)
     state: str = Field(sa_type=String)
@@ -210,7 +215,8 @@ class ApprovalGrantRow(SQLModel, table=True):
     """A tool approved for one person for the rest of a conversation generation.
 
     Keyed by the requester too: in a group conversation everyone shares, Bob's grant must not
-    let Carol run the same tool unasked."""
+    let Carol run the same tool unasked. An approval asked by several people grants a row to
+    each; a call runs under grants only when every one of its askers has one."""
 
     __tablename__ = "approval_grants"
 

@@ -94,6 +94,7 @@ async def test_approve_once_then_every_other_transition_changes_nothing(db, cloc
         "tool": "sql_execute",
         "run_id": "run_1",
         "requester": "ou_asker",
+        "requesters": ["ou_asker"],
         "arguments": 'query: "DELETE FROM t"',
         "arguments_sha256": hashlib.sha256(b'query: "DELETE FROM t"').hexdigest(),
     }
@@ -163,6 +164,60 @@ async def test_approve_session_grants_the_tool_for_this_scope_and_generation_onl
         "approval.approved_session",
         "approval.approved_session",
     ]
+
+
+async def test_an_approval_asked_by_several_records_and_audits_them_all(db, clock):
+    approvals = ApprovalStore(db, clock=clock)
+    alone = await approvals.create(new_approval())
+    assert alone.requesters == ("ou_asker",)
+    clock.advance(1)
+    joined = await approvals.create(
+        new_approval(run_id="run_2", requesters=("ou_asker", "ou_carol", ""))
+    )
+    assert (joined.requester, joined.requesters) == ("ou_asker", ("ou_asker", "ou_carol", ""))
+    assert await approvals.get(joined.id) == joined
+    assert [r.requesters for r in await approvals.pending()] == [joined.requesters, ("ou_asker",)]
+    await approvals.decide(joined.id, "approve", actor="ou_admin")
+    [entry] = await AuditLog(db, clock=clock).recent()
+    assert (entry.detail["requester"], entry.detail["requesters"]) == (
+        "ou_asker",
+        ["ou_asker", "ou_carol", ""],
+    )
+    with pytest.raises(ValueError, match="first of the requesters"):
+        await approvals.create(new_approval(requesters=("ou_carol", "ou_asker")))
+
+
+async def test_a_session_approval_asked_by_several_grants_each_and_covers_only_them(db, clock):
+    approvals = ApprovalStore(db, clock=clock)
+    asked = ("ou_asker", "ou_carol", "")
+    created = await approvals.create(new_approval(requesters=asked))
+    assert not await approvals.granted_to_all("chat:oc_1", 1, "sql_execute", ["ou_asker"])
+    assert (await approvals.decide(created.id, "approve_session", actor="ou_admin")).changed
+    granted = {
+        who: await approvals.granted_to_all("chat:oc_1", 1, "sql_execute", who)
+        for who in [
+            ("ou_asker",),
+            ("ou_carol",),
+            ("ou_asker", "ou_carol"),
+            ("ou_carol", "ou_carol"),
+            ("ou_asker", "ou_dave"),  # Dave was not on the card
+            ("ou_asker", ""),  # an unknown asker is granted nothing, even when on the card
+            ("",),
+            (),
+        ]
+    }
+    assert granted == {
+        ("ou_asker",): True,
+        ("ou_carol",): True,
+        ("ou_asker", "ou_carol"): True,
+        ("ou_carol", "ou_carol"): True,
+        ("ou_asker", "ou_dave"): False,
+        ("ou_asker", ""): False,
+        ("",): False,
+        (): False,
+    }
+    assert not await approvals.granted_to_all("chat:oc_1", 2, "sql_execute", ["ou_carol"])
+    assert not await approvals.granted_to_all("chat:oc_1", 1, "sql_query", ["ou_carol"])
 
 
 async def test_a_denied_or_late_session_approval_grants_nothing(db, clock):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 from bot.store import Database, current_revision, head_revision, upgrade
@@ -60,7 +61,50 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0010"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0011"
+
+
+async def test_approvals_from_before_0011_were_asked_by_their_requester_alone(database_url):
+    from bot.store import ApprovalStore
+
+    config = alembic_config(database_url)
+    await asyncio.to_thread(command.upgrade, config, "0010")
+    row = {
+        "id": "apr_old",
+        "run_id": "run_1",
+        "scope_key": "chat:oc_1",
+        "generation": 1,
+        "chat_id": "oc_1",
+        "message_id": "om_1",
+        "thread_id": "",
+        "tool": "deploy",
+        "arguments": "{}",
+        "requester": 'ou_bob"quoted',  # the backfill writes JSON, whatever the open_id holds
+        "approvers": '["ou_admin"]',
+        "owner": "p1",
+        "state": "pending",
+        "session": False,
+        "created_at": 1.0,
+        "expires_at": 2.0,
+    }
+    columns = ", ".join(row)
+    values = ", ".join(f":{name}" for name in row)
+
+    def insert(connection):
+        connection.execute(text(f"INSERT INTO approvals ({columns}) VALUES ({values})"), row)
+
+    database = await Database.connect(database_url)
+    try:
+        await database.transact(insert)
+        await asyncio.to_thread(upgrade, database_url)
+        record = await ApprovalStore(database).get("apr_old")
+        raw = await database.transact(
+            lambda c: c.execute(text("SELECT requesters FROM approvals")).scalar_one(), write=False
+        )
+    finally:
+        await database.dispose()
+    assert record is not None and record.requesters == ('ou_bob"quoted',)
+    assert json.loads(raw) == ['ou_bob"quoted']
 
 
 async def test_the_migrated_schema_matches_the_models(migrated_url):
