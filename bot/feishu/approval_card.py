@@ -41,6 +41,8 @@ TOOL_CHARS = 100
 APPROVERS_SHOWN = 10
 # A session grant covers the requester, the tool and the conversation: the label says whom.
 SESSION_LABEL = "Approve for this person here"
+# A call several people asked for (their messages are in one reply) grants it to each.
+SESSION_LABEL_SEVERAL = "Approve for these people here"
 
 _HEADERS: dict[str, tuple[str, str]] = {
     "pending": ("Approval needed", "orange"),
@@ -61,7 +63,7 @@ class ApprovalCardView:
     approval_id: str
     tool: str
     arguments: str  # the whole arguments, readable (plain text, may be multi-line JSON)
-    requester: str  # open_id of who asked
+    requester: str  # open_id of who started the run that asked
     reason: str | None  # the model's stated reason, if any
     approvers: tuple[str, ...]  # open_ids who may decide
     expires_at: float  # epoch seconds
@@ -78,6 +80,17 @@ class ApprovalCardView:
     # The tool acts as the requester (their own Feishu user token, not the bot's): the card
     # says so, "as <requester>".
     acts_as_user: bool = False
+    # Everyone whose message is in the run that asked, ``requester`` first; () when the
+    # requester asked alone. The card names them all: the call is for each of them.
+    requesters: tuple[str, ...] = ()
+
+    @property
+    def askers(self) -> tuple[str, ...]:
+        return self.requesters or (self.requester,)
+
+    @property
+    def several(self) -> bool:
+        return len(self.askers) > 1
 
 
 def button_value(approval_id: str, decision: str) -> dict[str, str]:
@@ -91,7 +104,9 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     tool = _AT_TAG.sub("<\u200b", tool)
     title, template = _HEADERS.get(view.state, ("Closed", "grey"))
     if view.state == "approved" and view.session:
-        title = "Approved for this person here"
+        title = (
+            "Approved for these people here" if view.several else "Approved for this person here"
+        )
     subtitle = f"{tool} as the requester" if view.acts_as_user else tool
     shown = shown_arguments(view)
     elements = [
@@ -105,7 +120,8 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         approvable = approvable_from_card(view, shown)
         if approvable and view.session_grants:
             elements.append(_markdown("session_note", _session_note(view, tool)))
-        elements.append(_buttons(view.approval_id, approvable, view.session_grants))
+        session_label = SESSION_LABEL_SEVERAL if view.several else SESSION_LABEL
+        elements.append(_buttons(view.approval_id, approvable, view.session_grants, session_label))
     else:
         elements.append(_markdown("decision", _decision(view)))
     elements.append(_footer(f"Approval ID: {view.approval_id}"))
@@ -150,6 +166,16 @@ def mentions(open_ids: tuple[str, ...], *, shown: int = APPROVERS_SHOWN) -> str:
     return text
 
 
+def people(open_ids: tuple[str, ...], *, shown: int = APPROVERS_SHOWN) -> str:
+    """``A``, ``A and B``, ``A, B and C`` as mentions (past ``shown``: "and N more")."""
+    named = [mention(open_id) for open_id in open_ids[:shown]]
+    if len(open_ids) > shown:
+        named.append(f"{len(open_ids) - shown} more")
+    if len(named) <= 1:
+        return "".join(named)
+    return f"{', '.join(named[:-1])} and {named[-1]}"
+
+
 def format_time(epoch: float, timezone: str, *, date: bool = False) -> str:
     """``HH:MM (zone)`` (``YYYY-MM-DD HH:MM (zone)`` with ``date``), markdown-safe.
 
@@ -189,13 +215,20 @@ def _zone(name: str) -> tuple[tzinfo, str]:
 
 
 def _facts(view: ApprovalCardView, tool: str) -> str:
-    lines = [f"**Requested by** {mention(view.requester)}"]
+    lines = [f"**Requested by** {people(view.askers)}"]
     reason = _inline(view.reason or "", REASON_CHARS)
     if reason:
         lines.append(f"**Reason** {reason}")
     # A code span shows its content literally; only a backtick could end it early.
     lines.append(f"**Tool** `{tool.replace('`', 'ʼ')}`")
-    if view.acts_as_user:
+    if view.acts_as_user and view.several:
+        # A tool acts as a person only in a reply that answers them alone (bot/askers.py).
+        lines[-1] += " as the requester"
+        lines.append(
+            "It runs with the requester's own Feishu account, which is not used while "
+            "several people's messages are in this reply: it will not run as anyone."
+        )
+    elif view.acts_as_user:
         lines[-1] += f" as {mention(view.requester)}"
         lines.append("It runs with their own Feishu account and permissions, not the bot's.")
     return "\n".join(lines)
@@ -218,7 +251,7 @@ def _decision(view: ApprovalCardView) -> str:
         return f"⏹ Cancelled{by}{at}" + (f": {note}" if note else "")
     if view.state == "approved":
         what = (
-            f"✅ Approved for {mention(view.requester)} in this conversation"
+            f"✅ Approved for {people(view.askers)} in this conversation"
             if view.session
             else "✅ Approved"
         )
@@ -234,19 +267,28 @@ def _decision(view: ApprovalCardView) -> str:
 
 
 def _session_note(view: ApprovalCardView, tool: str) -> str:
+    code = f"`{tool.replace('`', 'ʼ')}`"
+    if view.several:
+        return (
+            f"**{SESSION_LABEL_SEVERAL}**: later {code} calls in this conversation run "
+            f"without asking, until `/reset`, when asked only by {people(view.askers)} (any "
+            "of them, alone or together). A call anyone else asks for too still gets a card."
+        )
     return (
-        f"**{SESSION_LABEL}**: later `{tool.replace('`', 'ʼ')}` calls asked by "
+        f"**{SESSION_LABEL}**: later {code} calls asked by "
         f"{mention(view.requester)} in this conversation run without asking, until `/reset`. "
         "Anyone else still gets a card."
     )
 
 
-def _buttons(approval_id: str, approvable: bool, session_grants: bool) -> dict[str, Any]:
+def _buttons(
+    approval_id: str, approvable: bool, session_grants: bool, session_label: str = SESSION_LABEL
+) -> dict[str, Any]:
     buttons = []
     if approvable:
         buttons.append(("btn_approve", "Approve", "primary_filled", "approve"))
         if session_grants:
-            buttons.append(("btn_session", SESSION_LABEL, "default", "approve_session"))
+            buttons.append(("btn_session", session_label, "default", "approve_session"))
     buttons.append(("btn_deny", "Deny", "danger", "deny"))
     return {
         "tag": "column_set",

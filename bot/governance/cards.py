@@ -46,6 +46,7 @@ class ApprovalCards:
             tool=record.tool,
             arguments=record.arguments,
             requester=record.requester,
+            requesters=record.requesters,
             reason=record.reason,
             approvers=record.approvers,
             expires_at=record.expires_at,

@@ -58,6 +58,8 @@ PENDING = ApprovalCardView(
     expires_at=T0 + 600,
 )
 
+SEVERAL = ("ou_requester", "ou_carol")
+
 GOLDEN: dict[str, Callable[[], dict[str, Any]]] = {
     "approval_pending": lambda: approval_card(PENDING),
     "approval_approved": lambda: approval_card(
@@ -102,6 +104,18 @@ GOLDEN: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     # A write that runs with the requester's own Feishu account: the card says as whom.
     "approval_pending_as_user": lambda: approval_card(replace(PENDING, acts_as_user=True)),
+    # Carol's message joined the requester's reply: the call is asked for by both.
+    "approval_pending_several": lambda: approval_card(replace(PENDING, requesters=SEVERAL)),
+    "approval_approved_session_several": lambda: approval_card(
+        replace(
+            PENDING,
+            requesters=SEVERAL,
+            state="approved",
+            session=True,
+            decided_by="ou_admin_a",
+            decided_at=T0 + 60,
+        )
+    ),
     "admin_off": lambda: admin_card(
         AdminCardView(
             read_only=False,
@@ -497,3 +511,46 @@ def test_a_call_that_acts_as_the_requester_says_so():
     assert "their own Feishu account and permissions, not the bot's" in facts
     assert card["header"]["subtitle"]["content"] == "sql_execute as the requester"
     assert "as <at" not in _markdown_of(approval_card(PENDING), "facts")
+
+
+def test_a_call_several_people_asked_for_names_them_all_and_grants_each():
+    card = approval_card(replace(PENDING, requesters=("ou_requester", "ou_carol", "ou_dave")))
+    facts = _markdown_of(card, "facts")
+    assert (
+        "**Requested by** <at id=ou_requester></at>, <at id=ou_carol></at> and <at id=ou_dave></at>"
+    ) in facts
+    assert [b["text"]["content"] for b in _buttons(card)] == [
+        "Approve",
+        "Approve for these people here",
+        "Deny",
+    ]
+    session_note = _markdown_of(card, "session_note")
+    assert (
+        "when asked only by <at id=ou_requester></at>, <at id=ou_carol></at> and "
+        "<at id=ou_dave></at> (any of them, alone or together)"
+    ) in session_note
+    assert "A call anyone else asks for too still gets a card." in session_note
+    two = approval_card(replace(PENDING, requesters=SEVERAL))
+    assert "**Requested by** <at id=ou_requester></at> and <at id=ou_carol></at>" in (
+        _markdown_of(two, "facts")
+    )
+    granted = approval_card(
+        replace(PENDING, requesters=SEVERAL, state="approved", session=True, decided_by="ou_a")
+    )
+    assert granted["header"]["title"]["content"] == "Approved for these people here"
+    assert _markdown_of(granted, "decision").startswith(
+        "✅ Approved for <at id=ou_requester></at> and <at id=ou_carol></at> in this conversation"
+    )
+    # An unknown sender is named as such, never as a mention of anyone.
+    unknown = _markdown_of(
+        approval_card(replace(PENDING, requesters=("ou_requester", ""))), "facts"
+    )
+    assert "<at id=ou_requester></at> and (unknown)" in unknown
+
+
+def test_a_call_as_the_requester_asked_for_by_several_says_it_runs_as_nobody():
+    facts = _markdown_of(
+        approval_card(replace(PENDING, requesters=SEVERAL, acts_as_user=True)), "facts"
+    )
+    assert "as <at" not in facts
+    assert "it will not run as anyone" in facts
