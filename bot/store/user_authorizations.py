@@ -4,12 +4,17 @@ A request is created ``pending`` by the process that posts its authorisation car
 for a tool call, waits for it). It ends exactly once, by a conditional update
 (``WHERE state = 'pending'``): ``authorised`` when the person consented (the callback or
 the device-code poll, on whichever replica it lands), ``expired`` when its time ran out,
-``cancelled`` when its run stopped, ``refused`` when the consent came from someone else or
-Feishu refused it. Of two racers (a callback and the expiry, two replicas) exactly one
-wins; the loser reads the row as the winner left it. The ``authorised`` transition writes
-its audit row in the same transaction.
+``cancelled`` when its run stopped or its person withdrew (``/logout``, an admin's
+revoke), ``refused`` when the consent came from someone else or Feishu refused it. Of two
+racers (a callback and the expiry, two replicas) exactly one wins; the loser reads the row
+as the winner left it.
 
-No token is ever stored here (they are in ``user_tokens``, sealed).
+The two transitions that go with a grant are not methods here but statements that
+``user_tokens`` runs inside its own transactions (``authorise_request``,
+``cancel_pending_requests``): a consent is authorised in the transaction that stores its
+tokens (with its audit row), and a withdrawal cancels the person's pending requests in the
+transaction that deletes their grant. No token is ever stored here (they are in
+``user_tokens``, sealed).
 """
 
 from __future__ import annotations
@@ -96,11 +101,16 @@ _CLOSE = update(_t).values(
     state=bindparam("p_state"), note=bindparam("p_note"), decided_at=bindparam("now")
 )
 _CLOSE_ONE = _CLOSE.where(_ONE, _IS_PENDING).returning(*_RETURN)
-# A consent counts only while its request is pending and its time has not run out.
+_OF_PERSON = _c.open_id == bindparam("p_open_id")
+# A consent counts only while its request is pending, its time has not run out, and it is
+# the request of the person whose tokens come with it.
 _AUTHORISE = (
-    _CLOSE.where(_ONE, _IS_PENDING, _c.expires_at > bindparam("now"))
+    _CLOSE.where(_ONE, _IS_PENDING, _OF_PERSON, _c.expires_at > bindparam("now"))
     .values(state=AUTHORISED, note=None)
     .returning(*_RETURN)
+)
+_CANCEL_PENDING_OF = (
+    _CLOSE.where(_OF_PERSON, _IS_PENDING).values(state=CANCELLED).returning(*_RETURN)
 )
 _EXPIRE_OVERDUE = (
     _CLOSE.where(_IS_PENDING, _c.expires_at <= bindparam("now"))
@@ -111,7 +121,7 @@ _STATES = select(_c.id, _c.state).where(_c.id.in_(bindparam("p_ids", expanding=T
 _PURGE = delete(_t).where(_c.state != PENDING, _c.expires_at < bindparam("before"))
 _PENDING_OF = (
     select(_t)
-    .where(_c.open_id == bindparam("p_open_id"), _IS_PENDING)
+    .where(_OF_PERSON, _IS_PENDING)
     .order_by(_c.created_at.desc())
     .limit(bindparam("limit", type_=Integer))
 )
@@ -135,10 +145,6 @@ class UserAuthorizationStore:
             _execute, _SET_CARD, {"p_id": authorization_id, "p_card": card_message_id}
         )
 
-    async def authorise(self, authorization_id: str, *, scope: str) -> Transition:
-        """The person consented: the one transition that counts (audited with it)."""
-        return await self._db.transact(_authorise, authorization_id, scope, self._clock())
-
     async def close(
         self, authorization_id: str, state: AuthorizationState, note: str | None = None
     ) -> Transition:
@@ -158,7 +164,7 @@ class UserAuthorizationStore:
         return await self._db.transact(_states, list(ids), write=False)
 
     async def pending_of(self, open_id: str, *, limit: int = 20) -> list[AuthorizationRecord]:
-        """The person's requests still open, newest first (``/logout`` cancels them)."""
+        """The person's requests still open, newest first."""
         return await self._db.transact(_pending_of, open_id, limit, write=False)
 
     async def purge(self, *, older_than_seconds: float = 86_400.0) -> int:
@@ -180,8 +186,14 @@ def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> 
     connection.execute(statement, params)
 
 
-def _authorise(connection: Connection, authorization_id: str, scope: str, now: float) -> Transition:
-    row = connection.execute(_AUTHORISE, {"p_id": authorization_id, "now": now}).mappings().first()
+def authorise_request(
+    connection: Connection, authorization_id: str, *, open_id: str, scope: str, now: float
+) -> Transition:
+    """In the caller's transaction: ``open_id`` consented to their pending request, the one
+    transition that counts (audited with it). Unchanged when the request has ended, has run
+    out of time or is someone else's."""
+    params = {"p_id": authorization_id, "p_open_id": open_id, "now": now}
+    row = connection.execute(_AUTHORISE, params).mappings().first()
     if row is None:
         return Transition(False, _get(connection, authorization_id))
     record = _record(row)
@@ -194,6 +206,16 @@ def _authorise(connection: Connection, authorization_id: str, scope: str, now: f
     )
     write_audit(connection, entry, now)
     return Transition(True, record)
+
+
+def cancel_pending_requests(
+    connection: Connection, open_id: str, *, note: str, now: float
+) -> list[AuthorizationRecord]:
+    """In the caller's transaction: cancel every pending request of ``open_id``; the
+    requests as they now are. On PostgreSQL the update waits for a consent that already
+    moved one of them to commit, and then leaves that one alone (it is no longer pending)."""
+    params = {"p_open_id": open_id, "p_note": note, "now": now}
+    return [_record(row) for row in connection.execute(_CANCEL_PENDING_OF, params).mappings()]
 
 
 def _close(connection: Connection, params: dict[str, Any]) -> Transition:

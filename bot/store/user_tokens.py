@@ -9,6 +9,20 @@ Feishu rotates the refresh token on every use, and a used one fails (20073). Two
 refreshing the same person at once would therefore log them out, so ``refresh_if_needed``
 takes a lease on the row (a conditional update of ``refreshing_until``, as the ledger's
 claims do): the holder refreshes, the others poll until the new tokens are there.
+
+A grant is made and taken away together with the person's requests (``user_authorizations``),
+each in one transaction, because a callback in flight and a ``/logout`` race:
+
+- ``save_consent``: the request goes pending → authorised by its conditional update, and
+  only when that update wins are the tokens written. A consent that comes after a
+  withdrawal finds its request cancelled and stores nothing; a waiter that sees the request
+  authorised (here, or through another replica's watcher) finds the grant already there.
+- ``withdraw``: the person's pending requests are cancelled first, then the grant is
+  deleted. On PostgreSQL (READ COMMITTED) the order matters: the cancel waits for the row
+  lock of a consent that already moved a request, skips that request once it commits, and
+  the delete that follows (a new statement, a new snapshot) removes the tokens that consent
+  stored. Deleting first would miss them, the consent not yet committed. On SQLite, write
+  transactions run one at a time anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +44,12 @@ from bot.oauth_tokens import UserTokens
 from bot.store.audit import AuditEntry, write_audit
 from bot.store.db import Database
 from bot.store.models import UserTokenRow, table_of
+from bot.store.user_authorizations import (
+    AuthorizationRecord,
+    Transition,
+    authorise_request,
+    cancel_pending_requests,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +80,14 @@ class UserGrant:
     refresh_expires_at: float
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawal:
+    """What ``withdraw`` did: whether there was a grant, and the requests it cancelled."""
+
+    deleted: bool
+    cancelled: tuple[AuthorizationRecord, ...]
 
 
 class TokenCipher:
@@ -142,10 +170,46 @@ class UserTokenStore:
         return "UserTokenStore(...)"
 
     async def save(self, open_id: str, tokens: UserTokens) -> None:
+        """Store a grant outright, whatever its requests say. A consent goes through
+        ``save_consent`` instead, which a withdrawal can outrun."""
         if tokens.open_id != open_id:
             raise ValueError("tokens are only ever stored for the person who granted them")
         await self._db.transact(_save, self._upsert, self._row(open_id, tokens))
         logger.info("stored Feishu user tokens of %s (scope %s)", open_id, tokens.scope)
+
+    async def save_consent(self, request_id: str, tokens: UserTokens) -> Transition:
+        """The consent that answers request ``request_id``: the request authorised and, only
+        if that transition won, ``tokens`` stored, in one transaction (see the module doc).
+
+        Unchanged (nothing stored) when the request has ended (cancelled by a withdrawal,
+        expired, answered already), has run out of time, or is not ``tokens``' owner's.
+        """
+        row = self._row(tokens.open_id, tokens)
+        transition = await self._db.transact(
+            _save_consent, self._upsert, request_id, row, tokens.scope
+        )
+        if transition.changed:
+            logger.info("stored Feishu user tokens of %s (scope %s)", tokens.open_id, tokens.scope)
+        return transition
+
+    async def withdraw(
+        self, open_id: str, *, note: str, audit: AuditEntry | None = None
+    ) -> Withdrawal:
+        """Forget the person's grant and cancel their pending requests (with ``note``), in
+        one transaction: ``/logout``, an admin's revoke. A consent racing it either comes
+        first and is deleted, or comes second and finds its request cancelled.
+
+        ``audit`` is written in the same transaction, and only when there was a grant.
+        """
+        withdrawal = await self._db.transact(_withdraw, open_id, note, audit, self._clock())
+        if withdrawal.deleted or withdrawal.cancelled:
+            logger.info(
+                "withdrew the Feishu grant of %s (tokens deleted: %s, requests cancelled: %d)",
+                open_id,
+                withdrawal.deleted,
+                len(withdrawal.cancelled),
+            )
+        return withdrawal
 
     async def get(self, open_id: str) -> UserTokens | None:
         row = await self._db.transact(_read, open_id, write=False)
@@ -274,6 +338,25 @@ class UserTokenStore:
 
 def _save(connection: Connection, upsert: Any, row: dict[str, Any]) -> None:
     connection.execute(upsert, row)
+
+
+def _save_consent(
+    connection: Connection, upsert: Any, request_id: str, row: dict[str, Any], scope: str
+) -> Transition:
+    transition = authorise_request(
+        connection, request_id, open_id=row["p_open_id"], scope=scope, now=row["p_now"]
+    )
+    if transition.changed:
+        connection.execute(upsert, row)
+    return transition
+
+
+def _withdraw(
+    connection: Connection, open_id: str, note: str, audit: AuditEntry | None, now: float
+) -> Withdrawal:
+    # The requests before the grant: see the module doc for why the order matters.
+    cancelled = cancel_pending_requests(connection, open_id, note=note, now=now)
+    return Withdrawal(_delete(connection, open_id, audit, now), tuple(cancelled))
 
 
 # An update, never an upsert, and only while this process still holds the lease: a revoke

@@ -1,11 +1,17 @@
-"""Requests for consent: created pending, ended once (racers on two engines included)."""
+"""Requests for consent: created pending, ended once (racers on two engines included).
+
+A consent ends its request in the transaction that stores the person's tokens
+(``UserTokenStore.save_consent``); its races with a withdrawal are in
+``test_consent_and_withdrawal.py``."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from cryptography.fernet import Fernet
 
+from bot.oauth_tokens import UserTokens
 from bot.store.audit import AuditLog
 from bot.store.user_authorizations import (
     AUTHORISED,
@@ -16,6 +22,9 @@ from bot.store.user_authorizations import (
     NewAuthorization,
     UserAuthorizationStore,
 )
+from bot.store.user_tokens import TokenCipher, UserTokenStore
+
+CIPHER = TokenCipher.from_setting(Fernet.generate_key().decode())
 
 
 def new(clock, *, id="nonce-1", open_id="ou_alice", ttl=600.0) -> NewAuthorization:
@@ -33,9 +42,18 @@ def new(clock, *, id="nonce-1", open_id="ou_alice", ttl=600.0) -> NewAuthorizati
     )
 
 
+def tokens_of(clock, open_id="ou_alice") -> UserTokens:
+    return UserTokens(open_id, "u-a", "ur-a", clock() + 7200, clock() + 86400, "task:task:read")
+
+
 @pytest.fixture
 def store(db, clock):
     return UserAuthorizationStore(db, clock=clock)
+
+
+@pytest.fixture
+def tokens(db, clock):
+    return UserTokenStore(db, CIPHER, clock=clock)
 
 
 async def test_a_request_is_created_pending_and_read_back(store, clock):
@@ -50,10 +68,10 @@ async def test_a_request_is_created_pending_and_read_back(store, clock):
     assert await store.states([]) == {}
 
 
-async def test_authorise_wins_once_and_is_audited(store, db, clock):
+async def test_authorise_wins_once_and_is_audited(store, tokens, db, clock):
     await store.create(new(clock))
-    first = await store.authorise("nonce-1", scope="calendar:calendar:readonly")
-    second = await store.authorise("nonce-1", scope="calendar:calendar:readonly")
+    first = await tokens.save_consent("nonce-1", tokens_of(clock))
+    second = await tokens.save_consent("nonce-1", tokens_of(clock))
     assert first.changed and first.record.state == AUTHORISED
     assert not second.changed and second.record.state == AUTHORISED
     (entry,) = await AuditLog(db, clock=clock).recent(action="user_auth.")
@@ -61,11 +79,12 @@ async def test_authorise_wins_once_and_is_audited(store, db, clock):
     assert entry.detail["request"] == "nonce-1"
 
 
-async def test_an_expired_request_cannot_be_authorised(store, clock):
+async def test_an_expired_request_cannot_be_authorised(store, tokens, clock):
     await store.create(new(clock, ttl=10))
     clock.advance(11)
-    refused = await store.authorise("nonce-1", scope="")
+    refused = await tokens.save_consent("nonce-1", tokens_of(clock))
     assert not refused.changed and refused.record.state == PENDING
+    assert await tokens.get("ou_alice") is None
     expired = await store.expire_overdue()
     assert [r.id for r in expired] == ["nonce-1"] and expired[0].state == EXPIRED
     assert await store.expire_overdue() == []
@@ -84,15 +103,17 @@ async def test_close_ends_a_pending_request_once(store, clock):
 
 async def test_a_callback_racing_the_expiry_on_two_processes_has_one_winner(db, other_db, clock):
     here, there = (
-        UserAuthorizationStore(db, clock=clock),
+        UserTokenStore(db, CIPHER, clock=clock),
         UserAuthorizationStore(other_db, clock=clock),
     )
-    await here.create(new(clock))
+    await there.create(new(clock))
     outcomes = await asyncio.gather(
-        here.authorise("nonce-1", scope="x"), there.close("nonce-1", EXPIRED)
+        here.save_consent("nonce-1", tokens_of(clock)), there.close("nonce-1", EXPIRED)
     )
     assert sum(o.changed for o in outcomes) == 1
     assert outcomes[0].record.state == outcomes[1].record.state
+    # Tokens only with the consent that won.
+    assert (await here.get("ou_alice") is not None) == outcomes[0].changed
 
 
 async def test_pending_of_and_purge(store, clock):
