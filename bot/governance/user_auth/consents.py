@@ -1,10 +1,12 @@
 """What happens once a person has consented: their grant stored, the request ended, the
 card rewritten, and whoever waits woken. The same for both flows and on any replica.
 
-The tokens are saved before the request is marked authorised, so a waiter that sees the
-request end (here, or through another replica's watcher) finds the grant already there.
-The callers check first that the tokens are the asker's own: nothing here stores a grant
-for anyone but the person the request names.
+The request is marked authorised and the tokens saved in one transaction, and only when
+that transition wins (``UserTokenStore.save_consent``): a waiter that sees the request end
+(here, or through another replica's watcher) finds the grant already there, and a callback
+still in flight when ``/logout`` or an admin's revoke cancelled the request stores nothing.
+The callers check first that the tokens are the asker's own, and the store checks again:
+nothing here stores a grant for anyone but the person the request names.
 """
 
 from __future__ import annotations
@@ -44,8 +46,7 @@ class Consents:
         """Store the asker's consent and end their request as authorised."""
         if tokens.open_id != request.open_id:
             raise ValueError("a consent is only ever recorded for the person who was asked")
-        await self._tokens.save(request.open_id, tokens)
-        transition = await self._requests.authorise(request.id, scope=tokens.scope)
+        transition = await self._tokens.save_consent(request.id, tokens)
         if transition.changed and transition.record is not None:
             logger.info("%s authorised request %s", request.open_id, request.id)
             await self.ended(transition.record)

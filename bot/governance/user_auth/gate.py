@@ -97,7 +97,11 @@ class UserAuthorizationGate:
     ) -> HookResult:
         if record.state == AUTHORISED:
             granted = await self._grants.stored(record.open_id)
-            missing = frozenset(scopes) - (granted.scopes if granted is not None else set())
+            if granted is None:
+                # Withdrawn (/logout, a revoke) right after the consent: not Feishu narrowing
+                # the grant, and nothing an admin must fix.
+                return HookResult(False, "authorisation withdrawn right after it was given")
+            missing = frozenset(scopes) - granted.scopes
             if not missing:
                 return HookResult()
             # Asking again would not help: Feishu grants only what the app may ask for.

@@ -4,7 +4,8 @@ own commands (``/login``, ``/logout``) and the admin's revoke.
 Feishu has no endpoint that revokes a user token (larksuite's own plugin only deletes its
 copy too): ``/logout`` and a revoke delete the stored grant, so it is never used again, and
 the last access token lapses by itself within two hours. Pending requests of the person are
-cancelled with it, so no card stays open.
+cancelled in the same transaction (``UserTokenStore.withdraw``), so no card stays open and a
+consent still in flight cannot store the grant again afterwards.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from bot.feishu.oauth_state import StateSigner
 from bot.store.audit import AuditEntry
 from bot.store.db import Database
 from bot.store.replays import ReplayGuard
-from bot.store.user_authorizations import CANCELLED, UserAuthorizationStore
+from bot.store.user_authorizations import UserAuthorizationStore
 from bot.store.user_tokens import TokenCipher, UserGrant, UserTokenStore
 
 from .ask import AskerParts, Asking, ConsentAsker, ConsentUnavailable
@@ -101,26 +102,24 @@ class UserAuth:
     async def logout(self, open_id: str, *, chat_id: str) -> bool:
         """``/logout``: forget the person's grant; True when there was one."""
         entry = AuditEntry("user_auth.logout", actor=open_id, target=open_id, chat_id=chat_id)
-        deleted = await self.tokens.delete(open_id, audit=entry)
-        await self._cancel_pending(open_id, LOGOUT_NOTE)
-        return deleted
+        return await self._withdraw(open_id, LOGOUT_NOTE, entry)
 
     async def revoke(self, open_id: str, *, actor: str) -> bool:
         """An admin's revoke (the web console): forget the person's grant, audited."""
         entry = AuditEntry(
             "user_auth.revoked", actor=actor, target=open_id, detail={"via": "console"}
         )
-        deleted = await self.tokens.delete(open_id, audit=entry)
-        await self._cancel_pending(open_id, REVOKED_NOTE)
-        return deleted
+        return await self._withdraw(open_id, REVOKED_NOTE, entry)
 
     async def granted(self) -> list[UserGrant]:
         """Who has authorised, and until when: never a token."""
         return await self.tokens.grants()
 
-    async def _cancel_pending(self, open_id: str, note: str) -> None:
-        for request in await self.requests.pending_of(open_id):
-            await self.consents.close(request.id, CANCELLED, note)
+    async def _withdraw(self, open_id: str, note: str, entry: AuditEntry) -> bool:
+        withdrawal = await self.tokens.withdraw(open_id, note=note, audit=entry)
+        for request in withdrawal.cancelled:
+            await self.consents.ended(request)  # wake its wait, rewrite its card
+        return withdrawal.deleted
 
     async def sweep(self, *, interval: float = SWEEP_SECONDS) -> None:
         """Run for the life of the process: close requests nobody closed in time (their
