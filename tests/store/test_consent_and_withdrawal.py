@@ -33,6 +33,7 @@ from support.waiting import wait_until
 
 CIPHER = TokenCipher.from_setting(Fernet.generate_key().decode())
 ALICE, BOB = "ou_alice", "ou_bob"
+SCOPE = "contact:user.base:readonly"
 LOGOUT = "withdrawn with /logout"
 
 
@@ -43,7 +44,7 @@ def request(clock, request_id: str, open_id: str = ALICE, ttl: float = 600.0) ->
         chat_id="oc_1",
         message_id="om_1",
         thread_id="",
-        scopes=("contact:user.base:readonly",),
+        scopes=(SCOPE,),
         purpose="tell you your name",
         flow="code",
         owner="host:1",
@@ -52,9 +53,7 @@ def request(clock, request_id: str, open_id: str = ALICE, ttl: float = 600.0) ->
 
 
 def consented(clock, open_id: str = ALICE, access: str = "u-consented") -> UserTokens:
-    return UserTokens(
-        open_id, access, "ur-consented", clock() + 7200, clock() + 86400, "contact:user.base:readonly"
-    )
+    return UserTokens(open_id, access, "ur-consented", clock() + 7200, clock() + 86400, SCOPE)
 
 
 def logout_of(open_id: str) -> AuditEntry:
@@ -216,4 +215,3 @@ async def test_on_postgres_racers_queued_on_the_requests_row_leave_no_grant(
     assert consent.changed == (first == "consent")
     assert withdrawal.deleted == (first == "consent")
     assert (await requests.get("r1")).state == (AUTHORISED if first == "consent" else CANCELLED)
-
