@@ -226,7 +226,10 @@ Faults and delays
     ``X-Tt-Logid`` header, after ``delay`` seconds; HTTP 429 also carries the
     ``x-ogw-ratelimit-*`` headers. ``raw_body`` sends that text instead, as ``text/html``
     (a gateway's 502 page). ``slow(method, path_regex, seconds, times=None)`` delays
-    matching requests, which are then answered normally. ``method`` may be ``"*"``;
+    matching requests, which are then answered normally. ``hold(method, path_regex,
+    times=1)`` keeps matching requests unanswered until the returned hold's ``release()``
+    (its ``arrived`` event is set once one waits): a test acts while a call is in flight.
+    ``method`` may be ``"*"``;
     ``path_regex`` is searched in the path (no query). Faults are checked before the
     token, as a gateway would, and work on every route, e.g.
     ``fail("PUT", r"/elements/.+/content$", 230020)``. An injected fault leaves no

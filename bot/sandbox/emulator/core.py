@@ -17,7 +17,7 @@ from .wire import DEFAULT_MSGS, RecordedRequest
 
 if TYPE_CHECKING:
     from .cardkit import CardOp, FakeCard
-    from .faults import FaultRule
+    from .faults import FaultRule, Hold
     from .messages import FakeMessage
     from .resources import FakeResource, ResourceFault
     from .uploads import UploadedFile, UploadedImage
@@ -92,6 +92,7 @@ class EmulatorCore:
         self._current_token: str | None = None
         self._faults: list[FaultRule] = []
         self._slow: list[FaultRule] = []
+        self._holds: list[Hold] = []
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None

@@ -1,11 +1,12 @@
-"""Injected faults, delays and missing scopes: the errors a test makes Feishu's gateway
-answer with, on any route, before the token is checked."""
+"""Injected faults, delays, holds and missing scopes: the errors a test makes Feishu's
+gateway answer with, on any route, before the token is checked."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +39,20 @@ class FaultRule:
     def consume(self) -> None:
         if self.times is not None:
             self.times -= 1
+
+
+@dataclass(eq=False)
+class Hold:
+    """Requests kept unanswered until the test says (``FaultControls.hold``): so that a
+    test acts while a call is in flight, knowing it is, instead of guessing with a delay."""
+
+    rule: FaultRule
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)  # one is held now
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        """Answer the held requests (and any later match) normally."""
+        self.released.set()
 
 
 class FaultControls(EmulatorCore):
@@ -106,6 +121,26 @@ class FaultControls(EmulatorCore):
         self._slow.append(
             FaultRule(method.upper(), re.compile(path_regex), times, seconds, body=body)
         )
+
+    def hold(self, method: str, path_regex: str, *, times: int | None = 1) -> Hold:
+        """Keep the next ``times`` matching requests waiting, unanswered, until
+        ``release()`` (or until the server stops); ``arrived`` is set once one waits."""
+        held = Hold(FaultRule(method.upper(), re.compile(path_regex), times))
+        self._holds.append(held)
+        return held
+
+    async def _wait_if_held(self, method: str, path: str, body: bytes) -> None:
+        held = next((h for h in self._holds if h.rule.matches(method, path, body)), None)
+        if held is None or held.released.is_set():
+            return
+        held.rule.consume()
+        held.arrived.set()
+        waits = [asyncio.ensure_future(e.wait()) for e in (held.released, self._closing)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     def _fault_response(self, fault: FaultRule) -> web.Response:
         if fault.raw_body is not None:

@@ -148,6 +148,7 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultCon
 
     async def _answer(self, request: web.Request, handler: Any) -> web.StreamResponse:
         body = request[RECORDED].body
+        await self._wait_if_held(request.method, request.path, body)
         for rule in self._slow:
             if rule.matches(request.method, request.path, body):
                 rule.consume()
