@@ -3,6 +3,7 @@ OAuth (the emulator's), the callback that resumes the waiting turn, and every re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -319,6 +320,40 @@ async def test_logout_forgets_the_grant_and_the_next_question_asks_again(as_user
         assert [(a.actor, a.target) for a in audit] == [(ALICE, ALICE)]  # once: one grant
         await bot.say("om_4", "my name?")
         await auth_card(bot, "om_4")
+
+
+@pytest.mark.parametrize("withdrawal", ["logout", "console_revoke"])
+async def test_a_consent_in_flight_when_the_grant_is_withdrawn_stores_nothing(
+    as_user, feishu, withdrawal
+):
+    """Issue 32: Alice's callback is exchanging its code with Feishu when she sends
+    /logout (or an admin revokes her). The callback then completes: it stores nothing, its
+    page does not say authorised, nothing runs as her, and her next question asks again."""
+    async with as_user(calling("my_name"), **CONSOLE) as bot:
+        await bot.say("om_1", "my name?")
+        card = await auth_card(bot, "om_1")
+        exchange = feishu.hold("POST", r"/authen/v2/oauth/token$")
+        callback = asyncio.ensure_future(follow(card_link(card.content), bot.url, as_user=ALICE))
+        await asyncio.wait_for(exchange.arrived.wait(), 10)  # the code is with Feishu now
+        if withdrawal == "logout":
+            await bot.say("om_2", "/logout")
+            await bot.reply("om_2")
+        else:
+            path = f"/api/authorizations/{ALICE}/revoke"
+            await _console(bot, "POST", path, headers=AUTH)
+        exchange.release()
+        status, page, _ = await callback
+        assert status == 410 and "cancelled" in page and "Authorised" not in page
+        assert await bot.services.user_auth.tokens.get(ALICE) is None
+        await answer_to(bot, "om_1")
+        await bot.settle()
+        assert AsMe.calls == []
+        assert title(feishu.message_by_id[card.message_id]) == "Authorisation cancelled"
+        granted = await AuditLog(bot.services.database).recent(action="user_auth.granted")
+        assert granted == []
+        await bot.say("om_3", "my name?")
+        await auth_card(bot, "om_3")
+        assert AsMe.calls == []
 
 
 async def test_login_asks_ahead_and_then_says_it_is_done(as_user, feishu):
