@@ -28,6 +28,7 @@ from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
 from bot.governance.service import Governance
 from bot.governance.user_auth.config import CALLBACK_PATH
+from bot.media.limits import ReaderLimits
 from bot.metrics import Metrics
 from bot.runtime.intake import MESSAGE_EVENT
 from bot.runtime.schedule_console import ScheduleConsole
@@ -57,12 +58,22 @@ def create_app(
     owner: str | None = None,
     clock: Callable[[], float] = time.time,
     connector_classes: Mapping[str, type[Connector]] | None = None,
+    reader_limits: ReaderLimits | None = None,
 ) -> web.Application:
     # Webhook mode without an Encrypt Key: a SettingsError unless explicitly allowed.
     unsigned_warning = settings.unsigned_events_warning()
     if unsigned_warning is not None:
         logger.warning("%s", unsigned_warning)
-    overrides = Overrides(llm, tools, hooks, connectors, owner, clock, connector_classes or {})
+    overrides = Overrides(
+        llm,
+        tools,
+        hooks,
+        connectors,
+        owner,
+        clock,
+        connector_classes or {},
+        reader_limits=reader_limits or ReaderLimits(),
+    )
     # A LARKGATE_TOKEN_KEY that is not a Fernet key stops the start here, saying why.
     user_auth = settings.user_auth()
     feishu_config = settings.feishu()
@@ -193,6 +204,7 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
         await services.user_auth.asker.aclose()
     await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)
+    await services.readers.aclose()  # a file still being read is abandoned with its turn
     for chore in chores:
         chore.cancel()
     await asyncio.gather(*chores, return_exceptions=True)

@@ -36,6 +36,8 @@ from bot.governance.budgets import Refusal
 from bot.governance.names import UserNames
 from bot.governance.service import Governance, build_governance
 from bot.governance.user_auth.service import UserAuth, build_user_auth
+from bot.media.limits import ReaderLimits
+from bot.media.reader_pool import ReaderPool
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime import texts
 from bot.runtime.agents import AgentBuilder
@@ -89,6 +91,8 @@ class Overrides:
     clock: Callable[[], float] = time.time
     # Connector classes by name, instead of the built-in and installed ones (tests, embedders).
     connector_classes: Mapping[str, type[Connector]] = field(default_factory=dict)
+    # What one file may cost to read (memory, seconds) and how many are read at once.
+    reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
 
 
 @dataclass(kw_only=True)
@@ -112,6 +116,7 @@ class Services:
     api_usage: ApiUsage
     schedules: ScheduleStore
     scheduled_runs: ScheduledRuns
+    readers: ReaderPool  # the processes that read files people send
     # Per-user authorisation (None: LARKGATE_TOKEN_KEY is not set).
     user_auth: UserAuth | None = None
 
@@ -168,7 +173,7 @@ async def build_services(settings: Settings, overrides: Overrides, metrics: Metr
     base = await _foundation(settings, overrides, metrics)
     tasks = TaskTracker()
     tools = await _governed_tools(settings, overrides, base, tasks)
-    services = _message_path(settings, base, tools, tasks)
+    services = _message_path(settings, base, tools, tasks, overrides.reader_limits)
     return Built(
         services=services,
         hub=tools.hub,
@@ -364,7 +369,11 @@ def _user_scopes(hub: ConnectorHub) -> dict[str, tuple[str, ...]]:
 
 
 def _message_path(
-    settings: Settings, base: _Foundation, tools: _Tools, tasks: TaskTracker
+    settings: Settings,
+    base: _Foundation,
+    tools: _Tools,
+    tasks: TaskTracker,
+    reader_limits: ReaderLimits,
 ) -> Services:
     """From a verified event to an answer: intake, the handler, workers and turns."""
     runtime, clock = settings.runtime(), base.clock
@@ -385,9 +394,12 @@ def _message_path(
     in_flight = InFlight()
     base.metrics.track_in_flight(in_flight.__len__)
     run_events = RunEventHub(clock=clock)
+    # Files and images people send are parsed in these processes, never in this one.
+    readers = ReaderPool(reader_limits)
     turns = _turn_runner(
-        settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events
-    )
+        settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events,
+        readers,
+    )  # fmt: skip
     scheduled_runs, schedule_cards = _schedules(settings, base, tools, workers, turns)
     handler = _message_handler(
         settings, base, tools, ledger, workers, conversations, turns, in_flight, schedule_cards,
@@ -421,6 +433,7 @@ def _message_path(
         api_usage=base.api_usage,
         schedules=tools.schedules,
         scheduled_runs=scheduled_runs,
+        readers=readers,
         user_auth=tools.user_auth,
     )
 
@@ -491,6 +504,7 @@ def _turn_runner(
     conversations: ConversationStore,
     in_flight: InFlight,
     run_events: RunEventHub,
+    readers: ReaderPool,
 ) -> TurnRunner:
     governance = tools.governance
     agent = settings.agent()
@@ -534,7 +548,7 @@ def _turn_runner(
         on_run=base.metrics.run_finished,
         events=run_events,
         media=MediaReader(
-            base.feishu, settings.media(), base.image_text, transcribe=base.transcribe
+            base.feishu, settings.media(), base.image_text, readers, transcribe=base.transcribe
         ),
     )
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from bot.media.errors import CorruptMedia, MediaError, UnsupportedMedia
 from bot.media.extraction import Budget, Extraction
+from bot.media.limits import SOFT_DEADLINE_SECONDS
 from bot.media.sniff import (
     KIND_NAMES,
     SUPPORTED_DOCUMENTS,
@@ -84,15 +85,21 @@ def extract_text(data: bytes, *, file_name: str, max_chars: int) -> ExtractedTex
     try:
         binary = sniff(data, suffix)
         kind = binary or _text_kind(suffix)
-        budget = Budget(max_chars * SCAN_FACTOR)
+        budget = Budget(max_chars * SCAN_FACTOR, seconds=SOFT_DEADLINE_SECONDS)
         extraction = _read_binary(binary, data, budget) if binary else _read_text(data, suffix)
-    except MediaError:
+    except (MediaError, MemoryError):
+        # MemoryError is the reader process's limit speaking, not a damaged file.
         raise
     except Exception as exc:
         # pypdf, lxml, openpyxl and zipfile raise dozens of types on crafted input (KeyError,
         # struct.error, RecursionError, zlib.error...): to a person they all mean "damaged".
         _LOG.debug("unreadable %s %r: %r", kind, file_name, exc)
         raise CorruptMedia(KIND_NAMES[kind], _detail(exc)) from exc
+    if budget.timed_out:
+        extraction.complete = False
+        extraction.remarks.append(
+            f"reading stopped after {budget.seconds:g} seconds: the rest of the file was not read"
+        )
     return _fit(extraction, kind, max_chars)
 
 
@@ -149,6 +156,8 @@ def _fit(extraction: Extraction, kind: DocumentKind, max_chars: int) -> Extracte
     total = len(full)
     if not full.strip():
         hint = extraction.empty_hint or "[no text: the file has no text in it]"
+        if extraction.remarks:  # e.g. why reading stopped before any text came
+            hint = f"{hint.removesuffix(']')}; {'; '.join(extraction.remarks)}]"
         return ExtractedText("", kind, False, 0, hint, extraction.complete)
     cut = extraction.complete is False or total > max_chars
     text = _cut(full, max_chars) if total > max_chars else full

@@ -2,18 +2,21 @@
 
 Every error carries ``reason``: one sentence the bot can post as it is ("The PDF is protected
 by a password, ..."). The readers in this package map every library exception to one of these
-four, so a caller needs ``except MediaError`` and nothing else: hostile bytes never surface as a
+(``MediaTooCostly`` comes from the reader process's limits, not from a parser), so a caller
+needs ``except MediaError`` and nothing else: hostile bytes never surface as a
 ``KeyError`` from deep inside a parser, and the person always learns why nothing came of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 __all__ = [
     "CorruptMedia",
     "EncryptedDocument",
     "MediaError",
+    "MediaTooCostly",
     "MediaTooLarge",
     "UnsupportedMedia",
     "format_size",
@@ -49,6 +52,7 @@ class UnsupportedMedia(MediaError):
     def __init__(self, kind: str, supported: Sequence[str], *, hint: str = "") -> None:
         self.kind = kind
         self.supported = tuple(supported)
+        self.hint = hint
         listed = ", ".join(self.supported[:-1])
         if len(self.supported) > 1:
             listed = f"{listed} and {self.supported[-1]}"
@@ -91,9 +95,27 @@ class MediaTooLarge(MediaError):
     ) -> None:
         self.size = size
         self.limit = limit
+        self.what = what
         self.unit = unit
         if unit == "bytes":
             shown, cap = format_size(size), format_size(limit)
         else:
             shown, cap = f"{size:,} {unit}", f"{limit:,} {unit}"
         super().__init__(f"{what} is {shown}, the limit is {cap}.")
+
+
+class MediaTooCostly(MediaError):
+    """A file that needs more memory or time to read than one file may have: the reader
+    process was stopped at the limit (``cost`` says which; ``limit`` is bytes or seconds)."""
+
+    def __init__(self, cost: Literal["memory", "time"], limit: int) -> None:
+        self.cost = cost
+        self.limit = limit
+        if cost == "memory":
+            needs = f"more than the {format_size(limit)} of memory"
+        else:
+            needs = f"longer than the {limit} seconds"
+        super().__init__(
+            f"Reading it needs {needs} I give one file, so I stopped. "
+            "If it is a real document, try a smaller part of it or another format (e.g. PDF)."
+        )

@@ -3,12 +3,14 @@
 A reader returns an ``Extraction``: the text in sections (one per page, slide or sheet when
 the format has them, so a cut can say "pages 1-12 of 40"), whether it read to the end, and
 remarks on what it left out on purpose (columns past the 100th). ``Budget`` lets a reader stop
-early: reading all 2,000 pages of a PDF costs a minute of CPU for text nobody will see.
+early: reading all 2,000 pages of a PDF costs a minute of CPU for text nobody will see, and
+a page built to be slow costs seconds for no text at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["Budget", "Extraction", "cell_text", "markdown_table"]
@@ -30,19 +32,42 @@ class Extraction:
 
 
 class Budget:
-    """Characters a reader may gather before it stops; ``take`` says whether to go on."""
+    """Characters a reader may gather, and for how long, before it stops; ``take`` says
+    whether to go on.
 
-    def __init__(self, limit: int) -> None:
+    The time matters as much as the characters: a hostile page can cost seconds and yield
+    nothing, so a budget of characters alone never stops reading it. Past ``seconds`` the
+    readers stop with what they have, and the cut note says so (``timed_out``).
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.used = 0
+        self.seconds = seconds
+        self._clock = clock
+        self._deadline = clock() + seconds if seconds is not None else None
+        self.timed_out = False
 
     def take(self, text: str) -> bool:
         self.used += len(text)
-        return self.used < self.limit
+        return self.used < self.limit and not self.expired
 
     @property
     def spent(self) -> bool:
-        return self.used >= self.limit
+        return self.used >= self.limit or self.expired
+
+    @property
+    def expired(self) -> bool:
+        """Whether the time is up (then the reader stops where it is)."""
+        if self._deadline is not None and not self.timed_out:
+            self.timed_out = self._clock() >= self._deadline
+        return self.timed_out
 
 
 def cell_text(value: object) -> str:

@@ -108,7 +108,8 @@ def prepare_image(
         raise ValueError("max_side, max_bytes and max_pixels must be positive")
     try:
         return _prepare(data, max_side, max_bytes, max_pixels)
-    except MediaError:
+    except (MediaError, MemoryError):
+        # MemoryError is the reader process's limit speaking, not a damaged image.
         raise
     except Exception as exc:
         # Pillow's decoders raise OSError, ValueError, SyntaxError, struct.error, EOFError,
@@ -200,6 +201,8 @@ def _upright(image: Image) -> Image:
 
     try:
         return ImageOps.exif_transpose(image)
+    except MemoryError:
+        raise
     except Exception:
         # A broken EXIF block is common and harmless: the pixels are fine, keep them as stored.
         return image.copy()

@@ -4,7 +4,10 @@ Both read the document in order: Word paragraphs and tables as they interleave i
 (headings and list items keep their Markdown marks), PowerPoint slide by slide, shapes top to
 bottom then left to right as a reader's eye goes, tables as Markdown, speaker notes last.
 lxml parses the XML with entity resolution off (both libraries set that), so an entity bomb
-expands to nothing; the archive's unpacked size is bounded before we get here (``sniff``).
+expands to nothing; the archive's unpacked size and each part's are bounded before we get
+here (``sniff``). Word tables are read from the XML directly (``_table``): python-docx's
+cell grid costs memory per spanned column and time per merged cell, which a small file can
+make unbounded. Both run in a reader process (``reader_pool``), never in the bot's.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.media.extraction import Budget, Extraction, cell_text, markdown_table
 
-if TYPE_CHECKING:
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
+# As for spreadsheets: wider than this is unreadable for a model and a person alike.
+MAX_COLUMNS = 100
+# Rows of one PowerPoint table: a slide is read whole, so its tables are bounded here.
+MAX_SLIDE_TABLE_ROWS = 500
 
 __all__ = ["read_docx", "read_pptx"]
 
@@ -27,26 +31,54 @@ _HEADING = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
 def read_docx(data: bytes, budget: Budget) -> Extraction:
     import docx
-    from docx.table import Table
+    from docx.oxml.ns import qn
 
     document = docx.Document(io.BytesIO(data))
+    styles = _style_names(document)
     result = Extraction()
-    for block in document.iter_inner_content():
-        text = _table(block, result) if isinstance(block, Table) else _paragraph(block)
+    paragraph_tag, table_tag = qn("w:p"), qn("w:tbl")
+    for block in document.element.body.iterchildren():
+        if block.tag == table_tag:
+            text = _table(block, budget, result)
+        elif block.tag == paragraph_tag:
+            text = _paragraph(block, styles)
+        else:
+            continue
         if not text:
             continue
         result.sections.append(text)
-        if not budget.take(text):
+        if not budget.take(text) or not result.complete:
             result.complete = False
             break
     return result
 
 
-def _paragraph(paragraph: Paragraph) -> str:
+def _style_names(document: Any) -> dict[str, str]:
+    """Paragraph style ids to their lower-case names, read once: python-docx looks a
+    paragraph's style up by scanning every style, per paragraph."""
+    from docx.oxml.ns import qn
+
+    names: dict[str, str] = {}
+    try:
+        styles = document.part.styles.element
+    except MemoryError:
+        raise
+    except Exception:
+        return names  # no styles part: every paragraph is plain text
+    name_tag, id_attribute, value = qn("w:name"), qn("w:styleId"), qn("w:val")
+    for style in styles.iterchildren(qn("w:style")):
+        name = style.find(name_tag)
+        style_id = style.get(id_attribute)
+        if style_id and name is not None:
+            names[style_id] = (name.get(value) or "").strip().lower()
+    return names
+
+
+def _paragraph(paragraph: Any, styles: dict[str, str]) -> str:
     text = paragraph.text.strip()
     if not text:
         return ""
-    style = _style_name(paragraph)
+    style = styles.get(paragraph.style or "", "")
     heading = _HEADING.match(style)
     if heading:
         return "#" * int(heading.group(1)) + " " + text
@@ -59,33 +91,60 @@ def _paragraph(paragraph: Paragraph) -> str:
     return text
 
 
-def _style_name(paragraph: Paragraph) -> str:
+def _table(table: Any, budget: Budget, result: Extraction) -> str:
+    """A Word table as Markdown, read row by row from the XML and counted against the
+    budget as it goes.
+
+    Not python-docx's ``row.cells``: it yields a cell once per grid column it spans (a
+    span of 2^31-1 is valid XML) and walks up every vertical merge from each cell, which
+    grows faster than the table. Here a cell is read once, its span only pads the row up to
+    ``MAX_COLUMNS``, and a merged-on cell is just the empty cell the XML holds.
+    """
+    rows: list[list[str]] = []
+    wide = False
+    for row in table.tr_lst:
+        cells, cut = _row(row)
+        wide = wide or cut
+        if not any(cells):
+            if budget.expired:  # a million empty rows must end too
+                result.complete = False
+                break
+            continue
+        rows.append(cells)
+        if not budget.take(" | ".join(cells)):
+            result.complete = False
+            break
+    if wide:
+        result.remarks.append(f"table columns after the {MAX_COLUMNS}th left out")
+    return markdown_table(_trim_columns(rows))
+
+
+def _row(row: Any) -> tuple[list[str], bool]:
+    """A row's cells, at most ``MAX_COLUMNS``, and whether text past them was left out."""
+    cells: list[str] = []
+    for cell in row.tc_lst:
+        text = cell_text("\n".join(p.text for p in cell.p_lst))
+        if len(cells) >= MAX_COLUMNS:
+            if text:
+                return cells, True
+            continue
+        cells.append(text)
+        # A spanning cell keeps the columns under it aligned, up to the cap.
+        cells.extend([""] * min(_span(cell) - 1, MAX_COLUMNS - len(cells)))
+    return cells, False
+
+
+def _trim_columns(rows: list[list[str]]) -> list[list[str]]:
+    """Without the empty columns at the right that spans padded."""
+    used = max((max((i for i, c in enumerate(row) if c), default=-1) for row in rows), default=-1)
+    return [row[: used + 1] for row in rows]
+
+
+def _span(cell: Any) -> int:
     try:
-        style = paragraph.style
-        return (style.name or "").strip().lower() if style is not None else ""
-    except Exception:
-        # A style id that points nowhere: the text still counts, only its mark is lost.
-        return ""
-
-
-def _table(table: Table, result: Extraction) -> str:
-    try:
-        rows = [_row_cells(row.cells) for row in table.rows]
-    except Exception:
-        # Grids Word itself would repair (spans past the row's end); keep the rest.
-        result.remarks.append("a table that could not be read was left out")
-        return ""
-    return markdown_table([row for row in rows if any(row)])
-
-
-def _row_cells(cells: Iterable[Any]) -> list[str]:
-    out: list[str] = []
-    previous = None
-    for cell in cells:
-        # python-docx repeats a horizontally merged cell once per column it spans: show it once.
-        out.append("" if cell._tc is previous else cell_text(cell.text))
-        previous = cell._tc
-    return out
+        return max(1, int(cell.grid_span))
+    except (ValueError, TypeError):
+        return 1  # a span Word would repair: the cell still counts once
 
 
 def read_pptx(data: bytes, budget: Budget) -> Extraction:
@@ -131,7 +190,10 @@ def _shape_lines(shape: Any) -> Iterator[str]:
             yield from _shape_lines(inner)
         return
     if getattr(shape, "has_table", False):
-        rows = [[cell_text(cell.text) for cell in row.cells] for row in shape.table.rows]
+        rows = [
+            [cell_text(cell.text) for cell, _ in zip(row.cells, range(MAX_COLUMNS), strict=False)]
+            for row, _ in zip(shape.table.rows, range(MAX_SLIDE_TABLE_ROWS), strict=False)
+        ]
         table = markdown_table(rows)
         if table:
             yield table

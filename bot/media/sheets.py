@@ -57,11 +57,17 @@ def _sheet(sheet: Any, budget: Budget, result: Extraction) -> str:
     # One column past the cap is read only to learn whether anything is there.
     for values in sheet.iter_rows(values_only=True, max_col=MAX_COLUMNS + 1):
         if values.count(None) == len(values):
+            if budget.expired:  # a million of them must end too
+                result.complete = False
+                break
             continue  # the gaps openpyxl fills between rows: a million of them must be cheap
         cells = [_value(value) for value in values]
         wide = wide or any(cells[MAX_COLUMNS:])
         cells = cells[:MAX_COLUMNS]
         if not any(cells):
+            if budget.expired:
+                result.complete = False
+                break
             continue
         rows.append(cells)
         # Counted as rendered, without the padding to the cap that _trim_columns drops.

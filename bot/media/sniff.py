@@ -6,7 +6,13 @@ error: ``report.pdf`` that is really a PNG is a damaged PDF, not a picture to gu
 
 ZIP archives are looked into (their names and ``[Content_Types].xml`` only): Word, Excel and
 PowerPoint are ZIPs of XML parts. Their declared unpacked sizes are checked here, and Python's
-``zipfile`` never inflates a member past its declared size, so a ZIP bomb stops here. Office's
+``zipfile`` never inflates a member past its declared size, so a ZIP bomb stops here. The
+limits follow how the libraries read: python-docx and python-pptx load every part whole and
+parse each XML part into a tree of about twenty times its size, so a part they load is at
+most ``MAX_PART_BYTES`` and all of them ``MAX_LOADED_BYTES``; openpyxl streams worksheets,
+which only the total bounds (``MAX_UNPACKED_BYTES``). Within these a real document reads in
+the reader process's 512 MiB (``bot.media.limits``); a file past them is refused at once,
+with the size and the limit, instead of running the process out of memory. Office's
 password protection wraps the whole document in an OLE container with an ``EncryptedPackage``
 stream, which is how we tell a locked .docx from an old binary .doc.
 """
@@ -14,6 +20,7 @@ stream, which is how we tell a locked .docx from an old binary .doc.
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from typing import Literal
 
@@ -27,6 +34,8 @@ from bot.media.errors import (
 
 __all__ = [
     "KIND_NAMES",
+    "MAX_LOADED_BYTES",
+    "MAX_PART_BYTES",
     "MAX_UNPACKED_BYTES",
     "SUPPORTED_DOCUMENTS",
     "DocumentKind",
@@ -55,8 +64,18 @@ KIND_NAMES = {
     "code": "code file",
 }
 
-# An Office file's parts are all read into memory (python-docx, python-pptx): bound them.
+# Measured in the reader process: a 16 MiB document.xml of short paragraphs parses in
+# about 350 MiB, 32 MiB no longer fits in 512 MiB. A 1,000-page report's is under 8 MiB.
+MAX_PART_BYTES = 16 * 1024 * 1024
+MAX_LOADED_BYTES = 128 * 1024 * 1024
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024
+# Parts openpyxl streams in read-only mode; every other part is loaded whole.
+_STREAMED_PART = re.compile(r"^xl/worksheets/[^/]+\.xml$")
+# Embedded media the Office libraries keep as bytes and never parse.
+_MEDIA_SUFFIXES = (
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".emf", ".wmf", ".wdp",
+    ".mp4", ".mov", ".avi", ".wmv", ".mp3", ".wav", ".m4a", ".ttf", ".odttf", ".fntdata",
+)  # fmt: skip
 _MAX_MEMBERS = 20_000
 _MAX_CONTENT_TYPES = 1024 * 1024
 
@@ -170,7 +189,7 @@ def _ooxml(data: bytes, claimed: str | None) -> DocumentKind:
         _check_unpacked(members, claimed)
         types = _member_text(archive, "[Content_Types].xml")
         opendocument = "opendocument" in _member_text(archive, "mimetype")
-    except MediaError:
+    except (MediaError, MemoryError):
         raise
     except Exception as exc:
         # zipfile raises BadZipFile, but also NotImplementedError (an unknown compression),
@@ -196,6 +215,27 @@ def _check_unpacked(members: list[zipfile.ZipInfo], claimed: str | None) -> None
     unpacked = sum(member.file_size for member in members)
     if unpacked > MAX_UNPACKED_BYTES:
         raise MediaTooLarge(unpacked, MAX_UNPACKED_BYTES, what=f"{what} unpacked")
+    loaded = [member for member in members if not _STREAMED_PART.match(member.filename)]
+    for member in loaded:
+        if member.file_size > MAX_PART_BYTES and not _is_media(member.filename):
+            raise MediaTooLarge(
+                member.file_size,
+                MAX_PART_BYTES,
+                what=f"{what}'s part {_shown(member.filename)}, unpacked,",
+            )
+    total = sum(member.file_size for member in loaded)
+    if total > MAX_LOADED_BYTES:
+        raise MediaTooLarge(total, MAX_LOADED_BYTES, what=f"{what} unpacked")
+
+
+def _is_media(name: str) -> bool:
+    return name.lower().endswith(_MEDIA_SUFFIXES)
+
+
+def _shown(name: str) -> str:
+    """A part's name as the person may read it: printable, short."""
+    clean = "".join(c if c.isprintable() else "?" for c in name)
+    return clean if len(clean) <= 60 else clean[:57] + "..."
 
 
 def _member_text(archive: zipfile.ZipFile, name: str) -> str:

@@ -24,7 +24,8 @@ from bot.feishu.errors import FeishuError, FeishuResourceTooLarge, FeishuResourc
 from bot.feishu.events import InboundMessage
 from bot.feishu.fetched import FetchedMessage
 from bot.feishu.resources import Resource
-from bot.media import MediaError, extract_text, format_size, prepare_image
+from bot.media import MediaError, format_size
+from bot.media.reader_pool import ReaderPool
 
 from .vision import ImageText
 
@@ -112,10 +113,13 @@ class MediaReader:
         source: MediaSource,
         config: MediaConfig,
         images: ImageText,
+        readers: ReaderPool,
         *,
         transcribe: Transcribe | None = None,
     ) -> None:
         self._source = source
+        # Parses what was downloaded, in reader processes (never in the bot's own).
+        self._readers = readers
         self._config = config
         self._image_text = images
         self._transcribe = transcribe
@@ -234,50 +238,38 @@ class MediaReader:
     async def _image(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> ImagePart | _Unread:
-        config = self._config
-
-        def prepare(resource: Resource) -> ImagePart:
-            prepared = prepare_image(
-                resource.data, max_side=config.image_max_side, max_bytes=config.image_max_bytes
-            )
-            name = attachment.name or f"image {attachment.key[-6:]}"
-            return ImagePart(prepared.data_url(), label=name)
-
         label = attachment.name or "an image"
-        return await self._read(message_id, attachment, "image", label, gate, prepare)
+        resource = await self._download(message_id, attachment, "image", label, gate)
+        if isinstance(resource, _Unread):
+            return resource
+        try:
+            prepared = await self._readers.prepare_image(
+                resource.data,
+                max_side=self._config.image_max_side,
+                max_bytes=self._config.image_max_bytes,
+            )
+        except MediaError as exc:
+            return _Unread(f"{label}: {exc.reason}")
+        name = attachment.name or f"image {attachment.key[-6:]}"
+        return ImagePart(prepared.data_url(), label=name)
 
     async def _document(
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> _Document | _Unread:
         name = attachment.name or "the file"
-        budget = self._config.file_text_chars
-
-        def extract(resource: Resource) -> _Document:
-            file_name = attachment.name or resource.file_name
-            extracted = extract_text(resource.data, file_name=file_name, max_chars=budget)
-            block = f"[File: {name} ({extracted.kind})]\n{extracted.text}"
-            return _Document(f"{block}\n{extracted.note}" if extracted.note else block, name)
-
-        return await self._read(message_id, attachment, "file", name, gate, extract)
-
-    async def _read(
-        self,
-        message_id: str,
-        attachment: Attachment,
-        kind: str,
-        label: str,
-        gate: asyncio.Semaphore,
-        convert: Callable[[Resource], _T],
-    ) -> _T | _Unread:
-        """Download the attachment, then ``convert`` it in a worker thread (Pillow and the
-        document parsers are CPU work); a media error becomes the user's reason."""
-        resource = await self._download(message_id, attachment, kind, label, gate)
+        resource = await self._download(message_id, attachment, "file", name, gate)
         if isinstance(resource, _Unread):
             return resource
         try:
-            return await asyncio.to_thread(convert, resource)
+            extracted = await self._readers.extract_text(
+                resource.data,
+                file_name=attachment.name or resource.file_name,
+                max_chars=self._config.file_text_chars,
+            )
         except MediaError as exc:
-            return _Unread(f"{label}: {exc.reason}")
+            return _Unread(f"{name}: {exc.reason}")
+        block = f"[File: {name} ({extracted.kind})]\n{extracted.text}"
+        return _Document(f"{block}\n{extracted.note}" if extracted.note else block, name)
 
     async def _download(
         self,

@@ -21,6 +21,7 @@ from aiohttp import web
 from bot.app import SERVICES, Services, create_app
 from bot.config import Settings, load_settings
 from bot.engine import LLM, Tool
+from bot.media.limits import ReaderLimits
 from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
@@ -193,6 +194,7 @@ async def running_bot(
     connectors: ConnectorsConfig | None = None,
     clock: Callable[[], float] = time.time,
     connector_classes: Mapping[str, type[Connector]] | None = None,
+    reader_limits: ReaderLimits | None = None,
 ) -> AsyncIterator[Bot]:
     # No connectors unless a test asks: their tools would change what the model is sent.
     app = create_app(
@@ -203,6 +205,7 @@ async def running_bot(
         connectors=connectors or ConnectorsConfig(explicit=True),
         clock=clock,
         connector_classes=connector_classes,
+        reader_limits=reader_limits,
     )
     # The server is cleaned up before the session is closed.
     async with (
