@@ -8,6 +8,9 @@ token the console is off: none of its routes exists (404), the page included.
 The events stream takes the token only from the header, never from the URL (query strings
 end up in access logs): the page reads the stream with ``fetch()``, not ``EventSource``.
 
+A body is read and parsed by the guard, for every route, before the handler runs
+(``bodies.py``: bounded, untrusted JSON); handlers take it from ``bodies.json_body``.
+
     GET  /console                          the page (static HTML + JS)
     GET  /api/runs?limit=50                recent runs, newest first (+ runs in progress here)
     GET  /api/runs/{run_id}/events         the run's events, Server-Sent Events (see sse.py)
@@ -43,7 +46,7 @@ from bot.runtime.schedule_console import ScheduleConsole, task_json
 from bot.store.approvals import ApprovalRecord
 from bot.store.runs import RunRecord, RunStore
 
-from . import sse
+from . import bodies, sse
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,10 @@ def add_console(app: web.Application, token: str) -> None:
                 )
             if CONSOLE not in request.app:
                 raise web.HTTPServiceUnavailable(text="starting")
+            # Here, so that no route reads a body any other way (bodies.py).
+            refusal = await bodies.admit(request)
+            if refusal is not None:
+                return refusal
             return await handler(request)
 
         return guard
@@ -256,11 +263,8 @@ async def _read_only(request: web.Request) -> web.Response:
 
 
 async def _set_read_only(request: web.Request) -> web.Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not isinstance(body.get("on"), bool):
+    body = bodies.json_body(request)
+    if body is None or not isinstance(body.get("on"), bool):
         raise web.HTTPBadRequest(
             text=json.dumps({"error": 'send {"on": true} or {"on": false}'}),
             content_type="application/json",
