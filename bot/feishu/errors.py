@@ -251,6 +251,19 @@ CODES: dict[int, _Code] = {
     230099: _Code(FeishuCardInvalid, "Failed to create card content."),
     230110: _Code(FeishuMessageGone, "Action unavailable as the message has been deleted."),
     231003: _Code(FeishuMessageGone, "The message is not found, maybe not exist or deleted."),
+    # Chat facts and members (GET /im/v1/chats/:chat_id[/members]), as Feishu's group API
+    # documents them.
+    232006: _Code(
+        FeishuError,
+        "Your request specifies a chat_id which is invalid.",
+        "the chat_id is invalid or the chat does not exist",
+    ),
+    232011: _Code(
+        FeishuError,
+        "Operator can NOT be out of the chat.",
+        "the bot is not a member of that chat; add the bot to the group first",
+    ),
+    232015: _Code(FeishuError, "Your request specifies a member_id_type which is NOT supported."),
     # Message resources (GET /im/v1/messages/:id/resources/:key). Codes and meanings as
     # Feishu documents them and as other bots handle them (openclaw, larksuite/cli):
     # answered with HTTP 400 and a JSON body instead of the file.
@@ -283,6 +296,17 @@ CODES: dict[int, _Code] = {
     300310: _Code(FeishuError, "element type does not support streaming content"),
     300313: _Code(FeishuError, "element not found"),
     300317: _Code(FeishuSequenceError, "sequence number compare failed"),
+    # Drive permissions (GET /drive/v1/permissions/:token/members) on a document or Base.
+    1063001: _Code(
+        FeishuError,
+        "Invalid parameter",
+        "the document or Base token, or its type, is wrong (or it does not exist)",
+    ),
+    1063002: _Code(
+        FeishuError,
+        "Permission denied",
+        "the app has no permission on that document or Base; share it with the app",
+    ),
     1254001: _Code(FeishuError, "WrongRequestBody"),
     1254003: _Code(FeishuError, "", "the Base app_token is wrong"),
     1254004: _Code(FeishuError, "", "the table_id is wrong"),

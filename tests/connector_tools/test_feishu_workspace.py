@@ -197,11 +197,11 @@ async def test_list_chats_pages_on(fake, tools) -> None:
     assert "oc_fake_hr" not in text  # the bot is not in it
 
     for n in range(5):
-        fake.workspace.add_chat(f"oc_more_{n}", f"More {n}")
-    first = await run(tools, "feishu_list_chats", limit=4)
+        fake.workspace.add_chat(f"oc_more_{n}", f"More {n}", members={"ou_fake_alice"})
+    first = await run(tools, "feishu_list_chats", limit=5)
     token = first.rpartition("page_token=")[2].rstrip("]")
-    rest = await run(tools, "feishu_list_chats", limit=4, page_token=token)
-    assert "More 1" in first and "More 1" not in rest and "More 4" in rest
+    rest = await run(tools, "feishu_list_chats", limit=5, page_token=token)
+    assert "More 0" in first and "More 0" not in rest and "More 4" in rest
     assert last(fake, "GET", "/open-apis/im/v1/chats").query["sort_type"] == "ByActiveTimeDesc"
 
 

@@ -1,5 +1,6 @@
-"""Base (bitable): record search (view, fields, sort, and/or filters) and record create,
-with each column type's checks; Base answers its errors with HTTP 200."""
+"""Base (bitable): the Base itself (``is_advanced``), record search (view, fields, sort,
+and/or filters) and record create, with each column type's checks; Base answers its errors
+with HTTP 200."""
 
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ class FakeBitableApp:
     name: str
     tables: dict[str, FakeBitableTable] = field(default_factory=dict)
     app_has_access: bool = True
+    # Its collaborators, as for a document (``FakeDocument``): people, group chats, owner.
+    readers: set[str] = field(default_factory=set)
+    chats: set[str] = field(default_factory=set)
+    owner_open_id: str = ""
+    # Advanced permissions: who sees which tables and rows is set per role in the Base.
+    is_advanced: bool = False
+    revision: int = 1
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``app`` of ``GET /bitable/v1/apps/:app_token``."""
+        return {
+            "app_token": self.app_token,
+            "name": self.name,
+            "revision": self.revision,
+            "is_advanced": self.is_advanced,
+            "time_zone": "Asia/Shanghai",
+        }
 
 
 class BitableApi(WorkspaceState):
@@ -168,13 +186,19 @@ class BitableApi(WorkspaceState):
             out[name] = value
         return out
 
-    def _table(self, request: web.Request) -> FakeBitableTable:
+    async def _get_app(self, request: web.Request) -> web.Response:
+        return self._fake._ok({"app": self._app(request).to_wire()})
+
+    def _app(self, request: web.Request) -> FakeBitableApp:
         app = self.bitables.get(request.match_info["app_token"])
         if app is None:
             raise _base_error(1254040)
         if not app.app_has_access:
             raise FakeError(91403, http_status=403)
-        table = app.tables.get(request.match_info["table_id"])
+        return app
+
+    def _table(self, request: web.Request) -> FakeBitableTable:
+        table = self._app(request).tables.get(request.match_info["table_id"])
         if table is None:
             raise _base_error(1254041)
         return table

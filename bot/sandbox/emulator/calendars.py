@@ -1,5 +1,6 @@
 """Calendar: primary calendars (the bot's, and each person's for their user token),
-events listed and created (TimeInfo checks, idempotency keys) and attendees invited.
+events listed and created (TimeInfo checks, idempotency keys) and attendees invited and
+listed (people kept by open_id).
 
 Access is the caller's: the app's ``role`` on a calendar with the tenant token, a
 person's entry in ``user_roles`` with their user token (a person owns their primary
@@ -123,6 +124,19 @@ class CalendarApi(WorkspaceState):
         calendar.events.append(event)
         return event
 
+    def invite(
+        self, event: FakeEvent, *, people: tuple[str, ...] = (), chats: tuple[str, ...] = ()
+    ) -> None:
+        """Seed attendees: people by open_id, group chats by chat_id."""
+        for open_id in people:
+            user = self.users.get(open_id)
+            name = user.name if user is not None else open_id
+            event.attendees.append(_seeded("user", "user_id", open_id, name, next(self._numbers)))
+        for chat_id in chats:
+            chat = self.chats.get(chat_id)
+            name = chat.name if chat is not None else chat_id
+            event.attendees.append(_seeded("chat", "chat_id", chat_id, name, next(self._numbers)))
+
     def user_calendar(self, open_id: str) -> FakeCalendar:
         """The person's primary calendar, made on first use (they own it, the app has no
         access to it)."""
@@ -225,13 +239,14 @@ class CalendarApi(WorkspaceState):
         added = []
         for item in attendees:
             kind = item.get("type") if isinstance(item, dict) else None
+            entry: dict[str, Any]
             if kind == "user":
                 user = self._user(str(item.get("user_id") or ""), id_type)
                 if user is None:
                     raise FakeError(
                         190002, f"invalid parameters in request: user_id {item.get('user_id')!r}"
                     )
-                entry = {"type": "user", "user_id": item["user_id"], "display_name": user.name}
+                entry = {"type": "user", "user_id": user.open_id, "display_name": user.name}
             elif kind == "chat":
                 chat = self.chats.get(str(item.get("chat_id") or ""))
                 if chat is None:
@@ -256,7 +271,26 @@ class CalendarApi(WorkspaceState):
         event.attendees += [
             a for a in added if (a["type"], a.get("user_id") or a.get("chat_id")) not in known
         ]
-        return self._fake._ok({"attendees": added})
+        return self._fake._ok({"attendees": [self._attendee_out(a, id_type) for a in added]})
+
+    async def _list_attendees(self, request: web.Request) -> web.Response:
+        """An event's attendees, paged (people kept by open_id, answered in the id type
+        asked for)."""
+        calendar = self._calendar(request, roles=("owner", "writer", "reader"))
+        id_type = user_id_type(request)
+        event_id = request.match_info["event_id"]
+        event = next((e for e in calendar.events if e.event_id == event_id), None)
+        if event is None:
+            raise FakeError(193001)
+        wire = [self._attendee_out(a, id_type) for a in event.attendees]
+        return self._fake._ok(paged(wire, request, default=20, maximum=100))
+
+    def _attendee_out(self, attendee: Mapping[str, Any], id_type: str) -> dict[str, Any]:
+        wire = dict(attendee)
+        if attendee.get("type") == "user":
+            user = self.users.get(str(attendee.get("user_id")))
+            wire["user_id"] = user.id_of(id_type) if user is not None else attendee["user_id"]
+        return wire
 
     def _calendar(self, request: web.Request, *, roles: tuple[str, ...]) -> FakeCalendar:
         calendar = self.calendars.get(request.match_info["calendar_id"])
@@ -267,6 +301,19 @@ class CalendarApi(WorkspaceState):
         if role not in roles:
             raise FakeError(191002)
         return calendar
+
+
+def _seeded(kind: str, key: str, value: str, name: str, number: int) -> dict[str, Any]:
+    return {
+        "type": kind,
+        key: value,
+        "display_name": name,
+        "attendee_id": f"{kind}_{number}",
+        "rsvp_status": "accept",
+        "is_optional": False,
+        "is_organizer": False,
+        "is_external": False,
+    }
 
 
 def _time_info(value: Any, name: str) -> dict[str, str]:

@@ -33,9 +33,12 @@ class FakeDocument:
     revision_id: int = 1
     app_has_access: bool = True
     client_tokens: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Who may open it with their user token (open_ids), and whose it is.
+    # Who may open it with their user token (open_ids), and whose it is. The readers
+    # other than the owner are its person collaborators; ``chats`` the group chats it is
+    # shared with (every member may open it).
     readers: set[str] = field(default_factory=set)
     owner_open_id: str = ""
+    chats: set[str] = field(default_factory=set)
     # A wiki page: the knowledge space it is in and its node token ("": a cloud document).
     wiki_space_id: str = ""
     node_token: str = ""

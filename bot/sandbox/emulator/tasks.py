@@ -1,4 +1,4 @@
-"""Tasks: v1 tasks the app created, v2 tasklists and their tasks, v2 task create
+"""Tasks: v1 tasks the app created, v2 tasklists (their members) and their tasks, v2 task create
 (members, due, ``client_token``), and, with a person's user token, "my tasks" (the
 tasks assigned to them) and task patch (completing one).
 
@@ -90,6 +90,24 @@ class FakeTasklist:
     guid: str
     name: str
     app_is_member: bool = True
+    # Who shares it besides the app: {id, type: "user"|"chat", role: "editor"|"viewer"}
+    # (people by open_id); every member of a chat member sees its tasks.
+    members: list[dict[str, str]] = field(default_factory=list)
+    owner: str = ""  # an open_id; "" when the app owns it
+
+    def to_v2(self, owner_id: str, member_id: Callable[[dict[str, str]], str]) -> dict[str, Any]:
+        return {
+            "guid": self.guid,
+            "name": self.name,
+            "creator": {"id": owner_id, "type": "user"} if self.owner else {"type": "app"},
+            "owner": {"id": owner_id, "type": "user", "role": "owner"}
+            if self.owner
+            else {"type": "app", "role": "owner"},
+            "members": [m | {"id": member_id(m)} for m in self.members],
+            "url": f"{APPLINK}/client/todo/task_list?guid={self.guid}",
+            "created_at": "0",
+            "updated_at": "0",
+        }
 
 
 class TasksApi(WorkspaceState):
@@ -127,6 +145,19 @@ class TasksApi(WorkspaceState):
         ]
         tasks.sort(key=lambda t: t.created_ms)
         return self._fake._ok(paged([t.to_v1() for t in tasks], request, default=50, maximum=100))
+
+    async def _get_tasklist(self, request: web.Request) -> web.Response:
+        id_type = user_id_type(request)
+        tasklist = self._tasklist(request.match_info["tasklist_guid"])
+
+        def person(open_id: str) -> str:
+            user = self.users.get(open_id)
+            return user.id_of(id_type) if user is not None else open_id
+
+        def member_id(member: dict[str, str]) -> str:
+            return person(member["id"]) if member.get("type") == "user" else member["id"]
+
+        return self._fake._ok({"tasklist": tasklist.to_v2(person(tasklist.owner), member_id)})
 
     async def _tasklist_tasks(self, request: web.Request) -> web.Response:
         user_id_type(request)

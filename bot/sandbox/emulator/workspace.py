@@ -11,6 +11,7 @@ from .calendars import DAY_S, HOUR_S, FakeCalendar
 from .chats import ChatsApi
 from .contacts import ContactsApi, FakeUser
 from .docx import DocxApi
+from .drive import DriveApi
 from .freebusy import FreeBusyApi
 from .search import SearchApi
 from .tasks import FakeTasklist, TasksApi
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
     from .server import FakeFeishu
 
 
-class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, DocxApi, SearchApi):
-    """The workspace behind the contact, chat, calendar, task, Base, docx and search
+class FakeWorkspace(
+    ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, DocxApi, DriveApi, SearchApi
+):
+    """The workspace behind the contact, chat, calendar, task, Base, docx, drive and search
     endpoints.
 
     Seeded with a small, realistic tenant (see the package doc); every list is public
@@ -82,6 +85,20 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
         self.add_chat(
             "oc_fake_hr", "HR private", "", bob.open_id, bot_is_member=False, members={bob.open_id}
         )
+        # The bot is in it, Alice is not: what she must never read through the bot.
+        self.add_chat(
+            "oc_fake_board", "Leadership", "Board prep", bob.open_id, members={bob.open_id}
+        )
+        # An external group: a partner's person from another tenant is in it.
+        self.add_chat(
+            "oc_fake_partners",
+            "Acme x Partner",
+            "Shared with Partner Inc.",
+            alice.open_id,
+            external=True,
+            members={alice.open_id},
+            outside_members={"ou_fake_partner": "partner_tenant"},
+        )
         return alice, bob
 
     def _seed_messages(self, alice: FakeUser, bob: FakeUser, now_ms: int) -> None:
@@ -132,6 +149,18 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
         mentioned.mentions = [
             {"key": "@_user_1", "id": alice.open_id, "id_type": "open_id", "name": alice.name}
         ]
+        for number, text in enumerate(
+            ("Reorg: the Berlin office closes in May", "Keep the reorg quiet until the all-hands"),
+            start=1,
+        ):
+            fake.add_message(
+                f"om_fake_board_{number}",
+                chat_id="oc_fake_board",
+                chat_type="group",
+                content={"text": text},
+                sender_open_id=bob.open_id,
+                create_time_ms=now_ms - (3 - number) * 900_000,
+            )
         fake.add_message(
             "om_fake_hist_5",
             chat_id="oc_fake_hr",
@@ -141,29 +170,43 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
         )
 
     def _seed_calendar(self, hour: int) -> None:
+        """The bot's calendar; each event's attendees are who sees it in Feishu."""
         self.calendars[BOT_CALENDAR_ID] = FakeCalendar(BOT_CALENDAR_ID, "larkgate", "primary")
         self.calendars["feishu.cn_fakeprivate@group.calendar.feishu.cn"] = FakeCalendar(
             "feishu.cn_fakeprivate@group.calendar.feishu.cn", "Board", role="free_busy_reader"
         )
-        self.add_event(
+        sync = self.add_event(
             "Weekly sync",
             hour + DAY_S,
             hour + DAY_S + HOUR_S,
             location={"name": "Room 301"},
             description="Agenda in the doc",
         )
-        self.add_event("Design review", hour + 2 * DAY_S, hour + 2 * DAY_S + 2 * HOUR_S)
-        self.add_event("Retro", hour - 3 * DAY_S, hour - 3 * DAY_S + HOUR_S)
-        self.add_event(
+        self.invite(sync, chats=("oc_fake_eng",))
+        review = self.add_event("Design review", hour + 2 * DAY_S, hour + 2 * DAY_S + 2 * HOUR_S)
+        self.invite(review, people=("ou_fake_alice", "ou_fake_bob"))
+        retro = self.add_event("Retro", hour - 3 * DAY_S, hour - 3 * DAY_S + HOUR_S)
+        self.invite(retro, chats=("oc_fake_eng",))
+        cancelled = self.add_event(
             "Cancelled 1:1",
             hour + DAY_S + 2 * HOUR_S,
             hour + DAY_S + 3 * HOUR_S,
             status="cancelled",
         )
+        self.invite(cancelled, people=("ou_fake_alice",))
+        # Bob alone was invited: nobody else may read it through the bot.
+        briefing = self.add_event(
+            "Reorg briefing",
+            hour + DAY_S + 3 * HOUR_S,
+            hour + DAY_S + 4 * HOUR_S,
+            description="Berlin office closure",
+        )
+        self.invite(briefing, people=("ou_fake_bob",))
         offsite = time.strftime("%Y-%m-%d", time.gmtime(hour + 4 * DAY_S))
         offsite_end = time.strftime("%Y-%m-%d", time.gmtime(hour + 5 * DAY_S))
         event = self.add_event("Team offsite", 0, 0)
         event.start, event.end = {"date": offsite}, {"date": offsite_end}
+        self.invite(event, chats=("oc_fake_eng", "oc_fake_launch"))
 
     def _seed_people_calendars(self, alice: FakeUser, bob: FakeUser, hour: int) -> None:
         """Alice's and Bob's own calendars: each sees only theirs (Bob's board prep is
@@ -235,6 +278,7 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
             "Deploys happen Tuesday and Thursday.",
             readers=set(both),
             owner_open_id=bob.open_id,
+            chats={"oc_fake_eng"},
             updated_s=now - 5 * DAY_S,
         )
         self.add_document(
@@ -245,6 +289,23 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
             readers={bob.open_id},
             owner_open_id=bob.open_id,
             updated_s=now - DAY_S,
+        )
+        self.add_document(
+            "doxcnFakeBudget",
+            "Budget 2026",
+            "Marketing spend drops by 40% next quarter.",
+            readers={bob.open_id},
+            owner_open_id=bob.open_id,
+            updated_s=now - DAY_S,
+        )
+        self.add_document(
+            "doxcnFakeLaunchPlan",
+            "Launch plan",
+            "The press release goes out on the 12th.",
+            readers={alice.open_id},
+            owner_open_id=alice.open_id,
+            chats={"oc_fake_launch"},
+            updated_s=now - 3 * DAY_S,
         )
         self.add_document(
             "doxcnFakeRunbook",
@@ -259,9 +320,20 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
         )
 
     def _seed_tasks(self, alice: FakeUser, hour: int, now_ms: int) -> None:
-        self.tasklists["fake-tasklist-launch"] = FakeTasklist("fake-tasklist-launch", "Launch")
+        """The app's tasks and tasklists; a task's members are who sees it in Feishu, and
+        a tasklist's members see all its tasks."""
+        self.tasklists["fake-tasklist-launch"] = FakeTasklist(
+            "fake-tasklist-launch",
+            "Launch",
+            members=[{"id": "oc_fake_launch", "type": "chat", "role": "viewer"}],
+        )
         self.tasklists["fake-tasklist-secret"] = FakeTasklist(
             "fake-tasklist-secret", "Secret", app_is_member=False
+        )
+        self.tasklists["fake-tasklist-leads"] = FakeTasklist(
+            "fake-tasklist-leads",
+            "Leads",
+            members=[{"id": "ou_fake_bob", "type": "user", "role": "editor"}],
         )
         assignee = [{"id": alice.open_id, "type": "user", "role": "assignee"}]
         self.add_task(
@@ -270,7 +342,20 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
             members=assignee,
             tasklist_guids=["fake-tasklist-launch"],
         )
-        self.add_task("Renew TLS certificate", completed_ms=now_ms - DAY_S * 1000)
+        self.add_task(
+            "Renew TLS certificate",
+            completed_ms=now_ms - DAY_S * 1000,
+            members=[
+                {"id": "ou_fake_bob", "type": "user", "role": "assignee"},
+                {"id": alice.open_id, "type": "user", "role": "follower"},
+            ],
+        )
+        # Bob's alone: nobody else may read it through the bot.
+        self.add_task(
+            "Draft the reorg memo",
+            members=[{"id": "ou_fake_bob", "type": "user", "role": "assignee"}],
+            tasklist_guids=["fake-tasklist-leads"],
+        )
         self.add_task("Book the venue", by_app=False, tasklist_guids=["fake-tasklist-launch"])
 
     def _seed_base(self, alice: FakeUser, bob: FakeUser, hour: int) -> None:
@@ -292,14 +377,34 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
                 "Tags": ["backend", "frontend", "ops"],
             },
         )
+        both = {alice.open_id, bob.open_id}
         self.bitables["bascnFakeProjects"] = FakeBitableApp(
-            "bascnFakeProjects", "Projects", {table.table_id: table}
+            "bascnFakeProjects",
+            "Projects",
+            {table.table_id: table},
+            readers=set(both),
+            owner_open_id=alice.open_id,
+            chats={"oc_fake_eng"},
         )
         self.bitables["bascnFakeLocked"] = FakeBitableApp(
             "bascnFakeLocked",
             "Payroll",
             {"tblFakePay": FakeBitableTable("tblFakePay", "Pay", {"Name": "text"})},
             app_has_access=False,
+        )
+        # Shared with both, but with advanced permissions: who sees which rows is set per
+        # role inside the Base, which no app-token call reveals.
+        levels = FakeBitableTable("tblFakeLevels", "Levels", {"Name": "text", "Level": "text"})
+        levels.records.append(
+            {"record_id": "recFakeLevel1", "fields": {"Name": "Bob", "Level": "L7"}}
+        )
+        self.bitables["bascnFakeLevels"] = FakeBitableApp(
+            "bascnFakeLevels",
+            "Levels",
+            {levels.table_id: levels},
+            readers=set(both),
+            owner_open_id=bob.open_id,
+            is_advanced=True,
         )
         rows = [
             ("Migrate the database", "In progress", alice, 8, ["backend"], False),
@@ -335,22 +440,29 @@ class FakeWorkspace(ContactsApi, ChatsApi, FreeBusyApi, TasksApi, BitableApi, Do
             ("GET", users + "/batch", self._batch_users),
             ("GET", users + "/find_by_department", self._find_by_department),
             ("GET", "/open-apis/im/v1/chats", self._list_chats),
+            ("GET", "/open-apis/im/v1/chats/{chat_id}", self._get_chat),
+            ("GET", "/open-apis/im/v1/chats/{chat_id}/members", self._chat_members),
             ("GET", "/open-apis/im/v1/messages", self._list_messages),
             ("POST", calendars + "/primary", self._primary_calendar),
             ("GET", calendars + "/{calendar_id}/events", self._list_events),
             ("POST", calendars + "/{calendar_id}/events", self._create_event),
             ("POST", calendars + "/{calendar_id}/events/{event_id}/attendees", self._add_attendees),
+            ("GET", calendars + "/{calendar_id}/events/{event_id}/attendees", self._list_attendees),
             ("POST", "/open-apis/calendar/v4/freebusy/batch", self._freebusy_batch),
             ("GET", "/open-apis/task/v1/tasks", self._list_tasks_v1),
             ("GET", "/open-apis/task/v2/tasks", self._my_tasks),
             ("PATCH", "/open-apis/task/v2/tasks/{task_guid}", self._patch_task),
             ("POST", "/open-apis/search/v2/doc_wiki/search", self._search_doc_wiki),
             ("POST", "/open-apis/search/v2/message", self._search_messages),
+            ("GET", "/open-apis/task/v2/tasklists/{tasklist_guid}", self._get_tasklist),
             ("GET", "/open-apis/task/v2/tasklists/{tasklist_guid}/tasks", self._tasklist_tasks),
             ("POST", "/open-apis/task/v2/tasks", self._create_task),
+            ("GET", "/open-apis/bitable/v1/apps/{app_token}", self._get_app),
             ("POST", records + "/search", self._search_records),
             ("POST", records, self._create_record),
             ("GET", docs + "/{document_id}/raw_content", self._raw_content),
             ("POST", docs, self._create_document),
             ("POST", docs + "/{document_id}/blocks/{block_id}/children", self._create_blocks),
+            ("GET", "/open-apis/drive/v1/permissions/{token}/members", self._permission_members),
+            ("POST", "/open-apis/drive/v1/metas/batch_query", self._batch_query_metas),
         ]
