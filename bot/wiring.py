@@ -51,7 +51,7 @@ from bot.runtime.messages import MessageHandler
 from bot.runtime.replies import ReplySender
 from bot.runtime.run_events import RunEventHub
 from bot.runtime.schedule_cards import ScheduleCards
-from bot.runtime.schedule_tools import ScheduledRunGuard, ScheduleTools
+from bot.runtime.schedule_tools import ScheduleTools
 from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turns import TurnContext, TurnRunner
@@ -323,7 +323,7 @@ async def _governed_tools(
     call_log = CallLogStore(base.database)
     hooks: list[Hook] = [
         *overrides.hooks,
-        ScheduledRunGuard(),
+        schedule_tools.guard(),
         *governance.hooks,
         CallLogHook(call_log.record, hub.connector_of, clock=base.clock, run_of=turn_run_id),
     ]

@@ -3,8 +3,11 @@
 
 Who and where come from the run the tool serves (``current_run().deps``, the turn's
 context), never from the model: a task belongs to the person who asked, in the chat (and
-topic) where they asked. A scheduled run cannot schedule tasks, so a schedule cannot
-multiply itself; a cap per person and a minimum interval stop the rest of the abuse.
+topic) where they asked. A reply that answers several people's messages (someone's message
+joined it) schedules nothing: the task would belong to one of them on everyone's word. It
+lists and cancels only what every asker may (``schedule_views``). A scheduled run cannot
+schedule tasks, so a schedule cannot multiply itself; a cap per person and a minimum
+interval stop the rest of the abuse.
 """
 
 from __future__ import annotations
@@ -18,24 +21,50 @@ from bot.schedules import Schedule, ScheduleError, parse_schedule
 from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
 from bot.timezones import UnknownTimeZone, check_time_zone
 
+from .schedule_views import Place, may_act_on, shows, visible_tasks
 from .scheduler import SchedulerConfig, schedule_of
+from .turns import TurnContext
 
 NAME_CHARS = 60
 PROMPT_CHARS = 2_000
 # What a scheduled run may not do: a schedule that makes or ends schedules could multiply.
 SCHEDULING_TOOLS = ("schedule_task", "cancel_scheduled_task")
+SCHEDULED_RUN = "a scheduled run cannot schedule or cancel scheduled tasks"
+# Said to the model, to relay: who should do what instead.
+SEVERAL_ASKERS = (
+    "not scheduled: this reply answers messages from several people, and a scheduled task "
+    "belongs to one person. Each person who wants a scheduled task should ask for it in a "
+    "message of their own, once I have answered this one."
+)
+NOT_EVERYONES = (
+    "only the person who created that task, or an admin, may cancel it; this reply answers "
+    "messages from several people, so that must hold for each of them"
+)
+NOT_YOURS = "only the person who created that task, or an admin, may cancel it"
 
 
-class ScheduledRunGuard:
-    """A PreToolUse hook: a scheduled run cannot schedule or cancel tasks. Before the
-    approval gate, so no one is asked to approve what would be refused anyway."""
+class SchedulingGuard:
+    """A PreToolUse hook, before the approval gate, so no one is asked to approve what
+    would be refused anyway: a scheduled run cannot schedule or cancel tasks, a reply that
+    answers several people schedules none, and a cancel must be allowed for every asker.
+    The tools check again when they run: more people may join while an approval waits."""
+
+    def __init__(self, store: ScheduleStore, is_admin: Callable[[str], bool]) -> None:
+        self._store = store
+        self._is_admin = is_admin
 
     async def pre_tool_use(self, call: ToolUse) -> HookResult:
-        scheduled = bool(getattr(call.run.deps, "scheduled_task", None))
-        if call.name in SCHEDULING_TOOLS and scheduled:
-            return HookResult(
-                allow=False, reason="a scheduled run cannot schedule or cancel scheduled tasks"
-            )
+        context = call.run.deps
+        if call.name not in SCHEDULING_TOOLS or not isinstance(context, TurnContext):
+            return HookResult()  # no chat: the tool itself says it needs one
+        if context.scheduled_task:
+            return HookResult(allow=False, reason=SCHEDULED_RUN)
+        if call.name == "schedule_task" and context.askers().sole is None:
+            return HookResult(allow=False, reason=SEVERAL_ASKERS)
+        if call.name == "cancel_scheduled_task":
+            task = await self._store.get(str(call.arguments.get("task_id") or "").strip())
+            if task is not None and not may_act_on(task, context.askers(), self._is_admin):
+                return HookResult(allow=False, reason=_not_allowed(context))
         return HookResult()
 
 
@@ -59,6 +88,10 @@ class ScheduleTools:
         self._is_admin = is_admin
         self._wake = wake
         self._clock = clock
+
+    def guard(self) -> SchedulingGuard:
+        """The hook that refuses what these tools would refuse, before anyone approves it."""
+        return SchedulingGuard(self._store, self._is_admin)
 
     def tools(self) -> list[Tool]:
         return [
@@ -101,31 +134,35 @@ class ScheduleTools:
             name: A short name for the task, shown on its messages.
         """
         context = _context()
-        if getattr(context, "scheduled_task", ""):
+        if context.scheduled_task:
             raise ToolError("a scheduled run cannot schedule tasks; ask in the chat instead")
+        creator = _sole_asker(context)
         prompt = prompt.strip()
         if not prompt or len(prompt) > PROMPT_CHARS:
             raise ToolError(f"the prompt must be 1 to {PROMPT_CHARS} characters")
-        zone = timezone or await self._creator_zone(_text(context, "sender_open_id"))
+        zone = timezone or await self._creator_zone(creator)
         schedule = self._parse(at, cron, zone)
         first = schedule.next_after(datetime.fromtimestamp(self._clock(), UTC))
         if first is None:
             raise ToolError("that time is in the past; give a time in the future")
+        # Asked again right before the task is stored: someone may have joined meanwhile
+        # (while its approval waited, or the time zone was looked up).
+        creator = _sole_asker(context)
         try:
             task = await self._store.create(
                 name=_name(name, prompt),
                 prompt=prompt,
-                creator=_text(context, "sender_open_id"),
-                chat_id=_text(context, "chat_id"),
-                chat_type=_text(context, "chat_type"),
-                thread_id=_text(context, "thread_id"),
-                reply_to=_text(context, "message_id") if _text(context, "thread_id") else "",
+                creator=creator,
+                chat_id=context.chat_id,
+                chat_type=context.chat_type,
+                thread_id=context.thread_id,
+                reply_to=context.message_id if context.thread_id else "",
                 kind=schedule.kind,
                 expression=schedule.expression,
                 timezone=schedule.timezone,
                 next_run_at=first.timestamp(),
                 # The turn's run (a plan's step runs under an engine run id of its own).
-                created_in_run=_text(context, "run_id") or getattr(current_run(), "run_id", ""),
+                created_in_run=context.run_id or _engine_run_id(),
                 max_per_creator=self._config.max_per_creator,
             )
         except TooManyTasks as exc:
@@ -136,12 +173,14 @@ class ScheduleTools:
 
     async def list_scheduled_tasks(self) -> str:
         """List the scheduled tasks of the person asking (an admin sees everyone's): id,
-        what it does, its schedule in words, the next run, and the last run's outcome."""
-        asker = _text(_context(), "sender_open_id")
-        tasks = await self._store.list(creator=None if self._is_admin(asker) else asker)
-        if not tasks:
-            return "No scheduled tasks."
-        return "\n".join(_line(task) for task in tasks)
+        what it does, its schedule in words, the next run, and the last run's outcome. In a
+        group chat only that chat's tasks are listed; the others are only counted."""
+        context = _context()
+        view = await visible_tasks(self._store, context.askers(), _place(context), self._is_admin)
+        lines = [_line(task) for task in view.shown]
+        if view.elsewhere:
+            lines.append(view.note())
+        return "\n".join(lines) if lines else "No scheduled tasks."
 
     async def cancel_scheduled_task(self, task_id: str) -> str:
         """Cancel a scheduled task. Only the person who created it, or an admin, may.
@@ -149,15 +188,17 @@ class ScheduleTools:
         Args:
             task_id: The task's id, from list_scheduled_tasks.
         """
-        asker = _text(_context(), "sender_open_id")
+        context = _context()
         task = await self._store.get(task_id.strip())
         if task is None or task.state in ("cancelled", "done"):
             raise ToolError(f"there is no active scheduled task {task_id!r}")
-        if task.creator != asker and not self._is_admin(asker):
-            raise ToolError("only the person who created that task, or an admin, may cancel it")
+        if not may_act_on(task, context.askers(), self._is_admin):
+            raise ToolError(_not_allowed(context))
         cancelled = await self._store.cancel(task.id)
         if cancelled is None:
             raise ToolError(f"task {task_id!r} had already ended")
+        if not shows(task, _place(context)):
+            return f"Cancelled {task.id} (a task of another chat)."
         return f"Cancelled {task.id}: {task.name}."
 
     async def _creator_zone(self, creator: str) -> str | None:
@@ -187,17 +228,34 @@ class ScheduleTools:
             raise ToolError(str(exc)) from exc
 
 
-def _context() -> object:
+def _context() -> TurnContext:
     run = current_run()
-    deps = getattr(run, "deps", None)
-    if deps is None or not getattr(deps, "chat_id", ""):
+    deps = run.deps if run is not None else None
+    if not isinstance(deps, TurnContext) or not deps.chat_id:
         raise ToolError("scheduled tasks can only be managed from a chat with the bot")
     return deps
 
 
-def _text(context: object, name: str) -> str:
-    value = getattr(context, name, "")
-    return value if isinstance(value, str) else ""
+def _sole_asker(context: TurnContext) -> str:
+    """The one person this reply answers, who will own the task; refused when it answers
+    several (or someone unknown)."""
+    creator = context.askers().sole
+    if creator is None:
+        raise ToolError(SEVERAL_ASKERS)
+    return creator
+
+
+def _not_allowed(context: TurnContext) -> str:
+    return NOT_EVERYONES if context.askers().several else NOT_YOURS
+
+
+def _engine_run_id() -> str:
+    run = current_run()
+    return run.run_id if run is not None else ""
+
+
+def _place(context: TurnContext) -> Place:
+    return Place(context.chat_id, context.chat_type)
 
 
 def _name(name: str | None, prompt: str) -> str:
