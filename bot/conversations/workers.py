@@ -20,7 +20,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from bot.engine import InterruptQueue
 from bot.engine.interrupts import InterruptAllowance, InterruptLimits
@@ -28,6 +28,7 @@ from bot.engine.interrupts import InterruptAllowance, InterruptLimits
 from .slots import RunSlot
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -50,8 +51,12 @@ class Turn:
     job: Job
     interrupts: InterruptQueue = field(default_factory=InterruptQueue)
     joined: list[Job] = field(default_factory=list)
-    # Set when a /stop arrives before the run started (it was waiting for a slot).
+    # Set when a /stop arrives before the run started (it was waiting for a slot, or
+    # reading the question's files).
     stopped_before_start: str | None = None
+    # The work that readies the run (reading the question's files): a /stop before the
+    # run starts cancels it, which stops the reader processes too.
+    preparing: asyncio.Future[Any] | None = None
     # After close(): no more joining; joined messages the run never read go here.
     closed: bool = False
     unread: list[Job] = field(default_factory=list)
@@ -83,6 +88,29 @@ class Turn:
         self.joined.append(job)
         self.interrupts.put_nowait(job.text)
         return True
+
+    def stop_before_start(self, reason: str) -> None:
+        """A /stop before the run started: it will not start, and what readies it ends."""
+        self.stopped_before_start = reason
+        if self.preparing is not None:
+            self.preparing.cancel()
+
+    async def before_start(self, work: Awaitable[_T]) -> _T | None:
+        """``work`` (readying the run), or None when a /stop ended it first."""
+        if self.stopped_before_start:
+            if asyncio.iscoroutine(work):
+                work.close()
+            return None
+        self.preparing = future = asyncio.ensure_future(work)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.stopped_before_start and not (current and current.cancelling()):
+                return None  # the /stop cancelled the work, not someone the turn's task
+            raise
+        finally:
+            self.preparing = None
 
     def joined_senders(self) -> tuple[str, ...]:
         """Who sent the messages that joined this run, in order ("" when unknown)."""
@@ -192,8 +220,9 @@ class ConversationWorkers:
         if turn is None:
             return StopResult(False, dropped)
         if not turn.interrupts.stop(reason):
-            # The run has not started (it waits for a slot): it will not start at all.
-            turn.stopped_before_start = reason
+            # The run has not started (it waits for a slot, or its files are being read):
+            # it will not start at all.
+            turn.stop_before_start(reason)
         return StopResult(True, dropped)
 
     @property

@@ -56,6 +56,7 @@ _LOG = logging.getLogger(__name__)
 # exactly, and a bound on the work for the rare 2,000-page one.
 SCAN_FACTOR = 5
 _SEPARATOR = "\n\n"
+_NO_MEMORY = 2  # libxml2's XML_ERR_NO_MEMORY
 _MARKDOWN = {"md", "markdown", "mdx", "mkd"}
 
 
@@ -72,8 +73,11 @@ class ExtractedText:
     total_exact: bool = True
 
 
-def extract_text(data: bytes, *, file_name: str, max_chars: int) -> ExtractedText:
-    """The text of the file ``file_name`` (``data`` its bytes), at most ``max_chars`` long.
+def extract_text(
+    data: bytes, *, file_name: str, max_chars: int, seconds: float = SOFT_DEADLINE_SECONDS
+) -> ExtractedText:
+    """The text of the file ``file_name`` (``data`` its bytes), at most ``max_chars`` long,
+    gathered for at most about ``seconds`` (then cut, with a note that says so).
 
     Raises ``UnsupportedMedia``, ``EncryptedDocument``, ``CorruptMedia`` or ``MediaTooLarge``,
     and nothing else, whatever the bytes.
@@ -85,12 +89,14 @@ def extract_text(data: bytes, *, file_name: str, max_chars: int) -> ExtractedTex
     try:
         binary = sniff(data, suffix)
         kind = binary or _text_kind(suffix)
-        budget = Budget(max_chars * SCAN_FACTOR, seconds=SOFT_DEADLINE_SECONDS)
+        budget = Budget(max_chars * SCAN_FACTOR, seconds=seconds)
         extraction = _read_binary(binary, data, budget) if binary else _read_text(data, suffix)
     except (MediaError, MemoryError):
         # MemoryError is the reader process's limit speaking, not a damaged file.
         raise
     except Exception as exc:
+        if _out_of_memory(exc):
+            raise MemoryError from exc
         # pypdf, lxml, openpyxl and zipfile raise dozens of types on crafted input (KeyError,
         # struct.error, RecursionError, zlib.error...): to a person they all mean "damaged".
         _LOG.debug("unreadable %s %r: %r", kind, file_name, exc)
@@ -200,6 +206,12 @@ def _units_shown(extraction: Extraction, text: str) -> list[str]:
     unit, total = extraction.unit, extraction.units_total
     span = f"{unit} 1" if shown <= 1 else f"{unit}s 1-{shown}"
     return [f"{span} of {total:,}"]
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether libxml2 failed for memory: lxml says so as a syntax error ("unknown error")
+    with libxml2's code XML_ERR_NO_MEMORY, which is the reader's limit, not a damaged file."""
+    return type(exc).__module__.startswith("lxml") and getattr(exc, "code", None) == _NO_MEMORY
 
 
 def _detail(exc: BaseException) -> str:

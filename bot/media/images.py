@@ -39,8 +39,9 @@ __all__ = [
     "prepare_image",
 ]
 
-# A 48-megapixel phone photo (8064 × 6048) fits; a decoded RGBA frame at the limit is 256 MB.
-DEFAULT_MAX_PIXELS = 64_000_000
+# A 48-megapixel phone photo (8064 × 6048) fits; a decoded RGBA frame at the limit is
+# 200 MB, which a reader process's 512 MiB holds with room to shrink it (64 MP did not).
+DEFAULT_MAX_PIXELS = 50_000_000
 
 # What Pillow may parse, and how we name it to a person.
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")
@@ -197,15 +198,18 @@ def _first_frame(image: Image, max_side: int) -> Image:
 
 
 def _upright(image: Image) -> Image:
+    """The image turned as its EXIF orientation says, in place: a copy of a 48-megapixel
+    frame is 192 MB more, which a reader process's memory limit does not have."""
     from PIL import ImageOps
 
     try:
-        return ImageOps.exif_transpose(image)
+        ImageOps.exif_transpose(image, in_place=True)
     except MemoryError:
         raise
     except Exception:
         # A broken EXIF block is common and harmless: the pixels are fine, keep them as stored.
-        return image.copy()
+        pass
+    return image
 
 
 def _plain_mode(image: Image) -> Image:

@@ -9,8 +9,9 @@ file can take the bot's own memory or its event loop. The numbers, and why:
   parses in under 400 MiB, so a real document fits; two processes at the limit stay
   under the 1 GiB the bot may grow by while reading (issue 32).
 - ``seconds`` (20 s of wall clock and of CPU a file): the readers stop themselves sooner
-  (page and row budgets, ``SOFT_DEADLINE_SECONDS``), so this only ends what they could not
-  bound; with ``processes`` readers, six hostile files in a row are answered within a minute.
+  (page and row budgets, and ``soft_seconds``, after which a reader stops gathering text
+  and says what it left out), so this only ends what they could not bound; with
+  ``processes`` readers, six hostile files in a row are answered within a minute.
 - ``processes`` (2): one a core. More would read more files at once but take the cores
   that answer everyone else; the readers also run at a lower priority (nice 10).
 """
@@ -31,6 +32,7 @@ class ReaderLimits:
     memory_bytes: int = 512 * 1024 * 1024
     seconds: int = 20
     processes: int = 2
+    soft_seconds: float = SOFT_DEADLINE_SECONDS
     # A process is replaced after this many files, so what a parser leaks or fragments
     # never accumulates.
     files_per_process: int = 200
@@ -40,3 +42,5 @@ class ReaderLimits:
             raise ValueError("a reader process needs at least 64 MiB")
         if self.seconds < 1 or self.processes < 1 or self.files_per_process < 1:
             raise ValueError("seconds, processes and files_per_process must be positive")
+        if not 0 < self.soft_seconds < self.seconds:
+            raise ValueError("soft_seconds must be positive and under seconds")

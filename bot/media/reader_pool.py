@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from bot.media.documents import ExtractedText
-from bot.media.errors import CorruptMedia, MediaError, MediaTooCostly
+from bot.media.errors import CorruptMedia, MediaError, MediaTooCostly, MediaTooLarge
 from bot.media.images import DEFAULT_MAX_PIXELS, PreparedImage
 from bot.media.limits import ReaderLimits
 from bot.media.reader_wire import (
     FRAME_HEAD,
     MAX_HEADER_BYTES,
+    MAX_INPUT_BYTES,
     BadFrame,
     decode_error,
     decode_header,
@@ -42,13 +43,20 @@ from bot.media.reader_wire import (
     image_from,
 )
 
-__all__ = ["ReaderPool", "ReaderStats"]
+__all__ = ["ReaderPool", "ReaderStats", "ReadingStopped"]
 
 logger = logging.getLogger(__name__)
 
 _NOT_UNDERSTOOD = "the reader's answer was not understood"
 # Where ``bot`` is importable from, for a child started with a bare environment.
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class ReadingStopped(MediaError):
+    """The bot was stopping while the file was being read."""
+
+    def __init__(self) -> None:
+        super().__init__("I stopped reading it because I am restarting; send it again shortly.")
 
 
 @dataclass(slots=True)
@@ -79,6 +87,7 @@ class ReaderPool:
         self._limits = limits or ReaderLimits()
         self._free = asyncio.Semaphore(self._limits.processes)
         self._idle: list[_Reader] = []
+        self._busy: list[_Reader] = []
         self._reaping: set[asyncio.Task[int]] = set()
         self._closed = False
         self.stats = ReaderStats()
@@ -87,11 +96,26 @@ class ReaderPool:
     def limits(self) -> ReaderLimits:
         return self._limits
 
+    @property
+    def reading(self) -> int:
+        """How many files are being read now (for /metrics and tests)."""
+        return len(self._busy)
+
+    def pids(self) -> list[int]:
+        """The reader processes alive now, idle or reading."""
+        readers = [*self._idle, *self._busy]
+        return [r.process.pid for r in readers if r.process.returncode is None]
+
     async def extract_text(self, data: bytes, *, file_name: str, max_chars: int) -> ExtractedText:
         """``bot.media.extract_text``, in a reader process; raises only ``MediaError``."""
         if max_chars < 1:
             raise ValueError("max_chars must be positive")
-        job = {"op": "document", "file_name": file_name, "max_chars": max_chars}
+        job = {
+            "op": "document",
+            "file_name": file_name,
+            "max_chars": max_chars,
+            "seconds": self._limits.soft_seconds,
+        }
         answer = await self._read(job, data, max_payload=0, kind="file")
         try:
             return extracted_from(_result(answer))
@@ -120,7 +144,7 @@ class ReaderPool:
         """Kill every reader (a file being read is answered as stopped) and reap them."""
         self._closed = True
         idle, self._idle = self._idle, []
-        for reader in idle:
+        for reader in [*idle, *self._busy]:
             self._kill(reader)
         if self._reaping:
             await asyncio.gather(*self._reaping, return_exceptions=True)
@@ -130,8 +154,11 @@ class ReaderPool:
     ) -> _Answer:
         if self._closed:
             raise RuntimeError("the reader pool is closed")
+        if len(data) > MAX_INPUT_BYTES:
+            raise MediaTooLarge(len(data), MAX_INPUT_BYTES, what=f"The {kind}")
         async with self._free:
             reader = self._idle.pop() if self._idle else await self._start()
+            self._busy.append(reader)
             keep = False
             try:
                 answer = await asyncio.wait_for(
@@ -148,6 +175,7 @@ class ReaderPool:
             except (BadFrame, OSError, asyncio.IncompleteReadError) as exc:
                 raise await self._broken(reader, kind, exc) from None
             finally:
+                self._busy.remove(reader)
                 reader.files += 1
                 self.stats.files += 1
                 if keep and not self._closed and reader.files < self._limits.files_per_process:
@@ -196,6 +224,8 @@ class ReaderPool:
     async def _broken(self, reader: _Reader, kind: str, cause: BaseException) -> MediaError:
         """The reader died or spoke nonsense: why, in the person's words."""
         process = reader.process
+        if self._closed:
+            return ReadingStopped()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
         code = process.returncode

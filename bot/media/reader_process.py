@@ -25,6 +25,7 @@ from bot.media.errors import MediaError, MediaTooCostly
 from bot.media.images import DEFAULT_MAX_PIXELS, prepare_image
 from bot.media.reader_wire import (
     FRAME_HEAD,
+    MAX_INPUT_BYTES,
     encode_error,
     encode_frame,
     extracted_to,
@@ -35,7 +36,6 @@ from bot.media.reader_wire import (
 # today: everything is read from memory). No sockets to speak of.
 _DESCRIPTORS = 16
 _NICE = 10
-_MAX_JOB_BYTES = 64 * 1024 * 1024
 
 
 def main(argv: list[str]) -> int:
@@ -93,7 +93,7 @@ def _read_job(source: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
     if head is None:
         return None
     header_size, payload_size = FRAME_HEAD.unpack(head)
-    if header_size > 1024 * 1024 or payload_size > _MAX_JOB_BYTES:
+    if header_size > 1024 * 1024 or payload_size > MAX_INPUT_BYTES:
         return None  # not the bot speaking: stop
     header_bytes = _read_exactly(source, header_size)
     payload = _read_exactly(source, payload_size)
@@ -118,7 +118,10 @@ def _answer(header: dict[str, Any], payload: bytes) -> bytes:
     try:
         if header.get("op") == "document":
             extracted = extract_text(
-                payload, file_name=str(header["file_name"]), max_chars=int(header["max_chars"])
+                payload,
+                file_name=str(header["file_name"]),
+                max_chars=int(header["max_chars"]),
+                seconds=float(header["seconds"]),
             )
             return encode_frame({"ok": True, "result": extracted_to(extracted)})
         if header.get("op") == "image":

@@ -29,6 +29,7 @@ from bot.media.images import PreparedImage
 __all__ = [
     "FRAME_HEAD",
     "MAX_HEADER_BYTES",
+    "MAX_INPUT_BYTES",
     "BadFrame",
     "decode_error",
     "decode_header",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 FRAME_HEAD = struct.Struct(">II")
+# The largest file a reader is sent: well over the 20 MiB download limit, and a bound a
+# reader process checks before it reads a job into memory.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 # An answer's header holds at most a document's text cut to its budget (a few hundred
 # KiB as JSON-escaped UTF-8); anything longer is not an answer a reader process writes.
 MAX_HEADER_BYTES = 8 * 1024 * 1024

@@ -193,9 +193,13 @@ class TurnRunner:
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         # Messages that arrived while this turn waited for a slot are part of its question.
         early = turn.interrupts.drain()
-        question = await build_question(message, early, loaded, self._media, earlier=extras.earlier)
-        agent = await self._agent_factory(extras.mode)
-        if turn.stopped_before_start:
+        # A /stop while the question's files are read cancels the reading (and the reader
+        # processes with it), not only what comes after.
+        question = await turn.before_start(
+            build_question(message, early, loaded, self._media, earlier=extras.earlier)
+        )
+        agent = await self._agent_factory(extras.mode) if question is not None else None
+        if question is None or agent is None or turn.stopped_before_start:
             # A /stop while the question was read (downloads) or the agent made: the run
             # has not bound the queue yet, so the stop was left here for it.
             await self._complete(turn)

@@ -190,6 +190,33 @@ def pdf_whose_pages_share_an_inflating_stream(
         b">> >>"
         for _ in range(pages)
     ]
+    return _pdf(objects)
+
+
+def pdf_of_slow_pages(pages: int = 20, tokens: int = 250_000) -> bytes:
+    """Pages of their own content streams, each ``tokens`` operators that show nothing:
+    about a second of parsing a page, so reading them all takes longer than any limit."""
+    import zlib
+
+    line = b"BT /F1 12 Tf 0 0 Td () Tj ET\n"  # 9 tokens
+    stream = zlib.compress(line * (tokens // 9), 9)
+    font = b"<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>"
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+    ]
+    for i in range(pages):
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources %s >>" % (4 + 2 * i, font)
+        )
+        body = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream)
+        objects.append(body + stream + b"\nendstream")
+    return _pdf(objects)
+
+
+def _pdf(objects: list[bytes]) -> bytes:
     out = io.BytesIO()
     out.write(b"%PDF-1.7\n")
     offsets = []
@@ -200,9 +227,8 @@ def pdf_whose_pages_share_an_inflating_stream(
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
-    out.write(
-        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    )
+    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+    out.write(trailer % (len(objects) + 1, xref))
     return out.getvalue()
 
 

@@ -169,7 +169,7 @@ def test_a_png_claiming_a_huge_size_is_refused_before_it_is_decoded() -> None:
 
 def test_an_image_over_our_pixel_limit_but_under_pillows_is_refused() -> None:
     data = png_with_declared_size(9000, 9000)  # 81 MP: Pillow only warns; we refuse
-    with pytest.raises(MediaTooLarge, match="the limit is 64,000,000 pixels"):
+    with pytest.raises(MediaTooLarge, match="the limit is 50,000,000 pixels"):
         prepare_image(data, max_side=2048, max_bytes=MiB)
 
 
