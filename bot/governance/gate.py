@@ -7,6 +7,14 @@ decision or the expiry. While it waits, the run gives up its run slot, so pendin
 approvals never hold up other people's questions. Approve: the call runs. Deny: the model
 reads who denied it and goes on. Expiry counts as a deny and the card says so. A run that
 is stopped cancels its wait, and the approval with it; read-only mode cancels it too.
+
+A call is asked for by every asker of its run: everyone whose message is in it, since a
+message sent while the bot works joins the running reply (``bot/askers.py``). So a session
+grant lets the call go unasked only when every asker holds one; otherwise the card names
+them all, and its approvers are those the approver rule allows for each of them alike. When
+nobody is (each requester approves only their own calls, and several asked), the call is
+refused at once, saying why, with no card. Someone may join while the card waits: the
+approval covers only the askers it named, so the call runs only if nobody else joined.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
+from bot.askers import Askers, common
 from bot.engine import HookResult
 from bot.engine.hooks import ToolUse
 from bot.feishu.errors import FeishuError
@@ -43,6 +52,19 @@ from .waits import ApprovalWaits
 logger = logging.getLogger(__name__)
 
 STOPPED_NOTE = "the run was stopped before a decision"
+# What the model reads (and relays) when no one may approve a call for all its askers.
+NOBODY_APPROVES_FOR_ALL = (
+    "{tool} did not run: {askers} asked in this one reply, and here each person approves "
+    "only their own requests, so nobody may approve it for all of them. Each person should "
+    "ask for it in a message of their own."
+)
+NOBODY_APPROVES = "{tool} did not run: nobody may approve it for {askers}."
+# ... and when someone joined the reply while the approval waited.
+JOINED_WHILE_WAITING = (
+    "{tool} did not run: it was approved for {approved} only, and {joined} joined this "
+    "reply while the approval waited. Ask for it again, so that the approval covers "
+    "everyone whose message is in this reply."
+)
 
 
 class FeishuGateHook:
@@ -75,10 +97,15 @@ class FeishuGateHook:
         if origin is None:
             # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
             return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")
-        if self._config.rules.session_grants and await self._store.granted(
-            origin.scope_key, origin.generation, call.name, origin.sender_open_id
+        # Read now, not when the run began: more people may have joined since.
+        askers = origin.askers()
+        if self._config.rules.session_grants and await self._store.granted_to_all(
+            origin.scope_key, origin.generation, call.name, askers.everyone
         ):
             return HookResult()
+        approvers = self._approvers_for(askers)
+        if not approvers:
+            return HookResult(False, await self._nobody_approves(call.name, askers))
         record = await self._store.create(
             NewApproval(
                 run_id=origin.run_id,
@@ -91,17 +118,52 @@ class FeishuGateHook:
                 connector=connector,
                 arguments=readable_arguments(call.arguments),
                 reason=call.reason,
-                requester=origin.sender_open_id,
-                approvers=self._config.approvers.approvers(
-                    origin.sender_open_id, self._config.admins
-                ),
+                requester=askers.starter,
+                requesters=askers.everyone,
+                approvers=approvers,
                 owner=self._owner,
                 ttl_seconds=self._config.approval_ttl_seconds,
                 side_effect=call.side_effect,
             )
         )
         decided = await self._wait(record, call.call_id, origin.live, origin.slot)
-        return await self._result(decided)
+        result = await self._result(decided)
+        if result.allow:
+            return await self._still_theirs(decided, origin.askers())
+        return result
+
+    def _approvers_for(self, askers: Askers) -> tuple[str, ...]:
+        """Who may decide a call for every one of ``askers`` alike (never an unknown "")."""
+        rule, admins = self._config.approvers, self._config.admins
+        return tuple(a for a in common(askers, lambda a: rule.approvers(a, admins)) if a)
+
+    async def _nobody_approves(self, tool: str, askers: Askers) -> str:
+        names = await self._names(askers.everyone)
+        text = NOBODY_APPROVES_FOR_ALL if askers.several else NOBODY_APPROVES
+        logger.info("%s refused: no approver for every asker (%s)", tool, names)
+        return text.format(tool=tool, askers=names)
+
+    async def _still_theirs(self, record: ApprovalRecord, askers: Askers) -> HookResult:
+        """An approval covers the askers it named: a call whose reply someone else joined
+        while it waited does not run on it (the model may ask again, for everyone)."""
+        joined = tuple(a for a in askers.everyone if a not in record.requesters)
+        if not joined:
+            return HookResult()
+        logger.info(
+            "approval %s: %d asker(s) joined while it waited; refused", record.id, len(joined)
+        )
+        return HookResult(
+            False,
+            JOINED_WHILE_WAITING.format(
+                tool=record.tool,
+                approved=await self._names(record.requesters),
+                joined=await self._names(joined),
+            ),
+        )
+
+    async def _names(self, open_ids: tuple[str, ...]) -> str:
+        names = [await self._name_of(open_id) for open_id in open_ids]
+        return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
     async def _wait(
         self, record: ApprovalRecord, call_id: str, live: LiveMarker | None, slot: RunSlot | None

@@ -9,6 +9,8 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
+from bot.askers import Askers
+
 
 class LiveMarker(Protocol):
     """The live answer card: a held call shows as waiting, then runs on."""
@@ -46,6 +48,11 @@ class Origin(Protocol):
     def live(self) -> LiveMarker | None: ...
     @property
     def slot(self) -> RunSlot | None: ...
+
+    def askers(self) -> Askers:
+        """Everyone whose message is in the run, as of now (``sender_open_id`` first): a
+        check made for "the person asking" must hold for each of them."""
+        ...
 
 
 def origin_of(deps: object) -> Origin | None:
