@@ -214,6 +214,8 @@ def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
         "arguments": record.arguments,
         "reason": record.reason,
         "requester": record.requester,
+        # Everyone whose message was in the run that asked, the requester first.
+        "requesters": list(record.requesters),
         "approvers": list(record.approvers),
         "chat_id": record.chat_id,
         "created_at": record.created_at,

@@ -269,6 +269,7 @@ async def test_approving_in_the_console_releases_the_waiting_tool(tmp_path, feis
         await bot.say("om_1", "deploy api please")
         (approval,) = await pending_approvals(bot)
         assert approval["tool"] == "deploy" and approval["requester"] == USER
+        assert approval["requesters"] == [USER]
         assert deployer.runs == []
         card = await first_card(bot, "om_1")
         decided = await post_json(bot, f"/api/approvals/{approval['id']}/approve")
