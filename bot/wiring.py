@@ -34,6 +34,7 @@ from bot.feishu.events import InboundMessage
 from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.budgets import Refusal
 from bot.governance.names import UserNames
+from bot.governance.seal import ButtonSeal
 from bot.governance.service import Governance, build_governance
 from bot.governance.user_auth.service import UserAuth, build_user_auth
 from bot.media.limits import ReaderLimits
@@ -470,6 +471,7 @@ def _schedules(
         tools.schedules,
         is_admin=settings.governance().is_admin,
         timezone=settings.larkgate_timezone,
+        seal=ButtonSeal(settings.governance().button_key),
     )
     tools.governance.card_actions.register(SCHEDULE_ACTION, cards.click)
     return runs, cards

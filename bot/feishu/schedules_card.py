@@ -1,14 +1,15 @@
 """The /schedules card: a person's scheduled tasks (an admin's: everyone's), each with a
-Cancel button for those the viewer may cancel.
+Cancel button for those the viewer may cancel. In a group it shows only that chat's tasks
+and counts the others (which tasks: ``bot.runtime.schedule_views``).
 
-A pure function of a view model. The button's value names the task; who pressed it is
-checked again when the click arrives (the card may be forwarded), and the task's state is
-re-read then too.
+A pure function of a view model. The button's value names the task and where the card was
+drawn (the runtime seals it); who pressed it is checked again when the click arrives (the
+card may be forwarded), and the task's state is re-read then too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +29,32 @@ class ScheduleRow:
     state: str  # active | paused | cancelled | done
     can_cancel: bool
     creator: str = ""  # shown to admins
+    # The Cancel button's value (``cancel_value``, sealed by the runtime); None: unsealed.
+    button: Mapping[str, Any] | None = None
 
 
-def cancel_value(task_id: str) -> dict[str, str]:
-    return {"action": SCHEDULE_ACTION, "op": "cancel", "task_id": task_id}
+def cancel_value(task_id: str, *, drawn_in: str = "", private: bool = False) -> dict[str, Any]:
+    """A Cancel button's value: the task, and the chat the card was drawn in and whether
+    that is a direct message (the redraw after the click shows what that chat may see)."""
+    return {
+        "action": SCHEDULE_ACTION,
+        "op": "cancel",
+        "task_id": task_id,
+        "chat": drawn_in,
+        "private": private,
+    }
 
 
 def schedules_card(
-    rows: Sequence[ScheduleRow], *, everyone: bool = False, notice: str = ""
+    rows: Sequence[ScheduleRow],
+    *,
+    everyone: bool = False,
+    notice: str = "",
+    in_group: bool = False,
+    elsewhere: str = "",
 ) -> dict[str, Any]:
-    """The card (JSON 2.0). ``everyone``: an admin's view, with each task's creator."""
+    """The card (JSON 2.0). ``everyone``: an admin's view, with each task's creator;
+    ``in_group``: the view of one group chat, whose other tasks ``elsewhere`` counts."""
     elements: list[dict[str, Any]] = []
     if notice:
         elements.append(_markdown("notice", notice))
@@ -50,7 +67,10 @@ def schedules_card(
     if len(rows) > SHOWN:
         more = f"… and {len(rows) - SHOWN} more (the web console lists them all)."
         elements.append(_markdown("more", more))
-    title = "Scheduled tasks" + (" (everyone's)" if everyone else "")
+    if elsewhere:
+        elements.append(_markdown("elsewhere", escape_markdown(elsewhere)))
+    title = "Scheduled tasks" + (" in this chat" if in_group else "")
+    title += " (everyone's)" if everyone else ""
     return {
         "schema": "2.0",
         "config": {"update_multi": True, "summary": {"content": title}},
@@ -76,7 +96,7 @@ def _cancel_button(index: int, row: ScheduleRow) -> dict[str, Any]:
         "type": "danger",
         "size": "small",
         "text": {"tag": "plain_text", "content": "Cancel"},
-        "behaviors": [{"type": "callback", "value": cancel_value(row.task_id)}],
+        "behaviors": [{"type": "callback", "value": dict(row.button or cancel_value(row.task_id))}],
         "confirm": {
             "title": {"tag": "plain_text", "content": "Cancel this scheduled task?"},
             "text": {"tag": "plain_text", "content": row.name[:200]},

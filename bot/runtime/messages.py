@@ -27,6 +27,7 @@ from .logins import Logins
 from .questions import has_media
 from .replies import ReplyFailed, ReplySender, ReplyTarget
 from .schedule_cards import ScheduleCards
+from .schedule_views import Place
 from .turns import TurnRunner
 from .waiting_media import WaitingMedia
 
@@ -214,7 +215,8 @@ class MessageHandler:
         if self._schedules is None:
             await self._notice(message, "Scheduled tasks are not enabled here.")
             return
-        card = await self._schedules.card(message.sender_open_id)
+        place = Place(message.chat_id, message.chat_type)
+        card = await self._schedules.card(message.sender_open_id, place)
         await self._card_reply(message, AdminReply("Your scheduled tasks", card=card))
 
     async def _card_reply(self, message: InboundMessage, reply: AdminReply) -> None:
