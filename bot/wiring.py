@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.askers import Askers
 from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
 from bot.engine import (
@@ -526,9 +527,9 @@ def _turn_runner(
     )
     budgets = governance.budgets
 
-    async def record_usage(message: InboundMessage, tokens: int) -> str:
+    async def record_usage(message: InboundMessage, askers: Askers, tokens: int) -> str:
         return await budgets.record(
-            sender=message.sender_open_id,
+            askers=askers,
             chat_id=message.chat_id,
             chat_type=message.chat_type,
             tokens=tokens,

@@ -6,6 +6,10 @@ Days run midnight to midnight in the configured time zone.
 
 Each limit counts only what it needs: the rate limit (on by default) counts messages
 a minute per sender; a run's tokens are counted only while a daily token budget is set.
+
+A run answers everyone whose message is in it (a message sent while the bot works joins
+the running reply, ``bot/askers.py``), so its tokens count against each asker's budget, and
+once against the group's. Each joined message was admitted on its own, for its sender.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.askers import Askers
 from bot.store.usage import UsageStore
 from bot.timezones import time_zone
 
@@ -89,20 +94,24 @@ class Budgets:
             return Refusal(texts.GROUP_BUDGET_SPENT.format(limit=group_limit, zone=self._zone_name))
         return None
 
-    async def record(self, *, sender: str, chat_id: str, chat_type: str, tokens: int) -> str:
-        """Count a finished run's tokens; returns the usage line for the answer's footer."""
+    async def record(self, *, askers: Askers, chat_id: str, chat_type: str, tokens: int) -> str:
+        """Count a finished run's tokens against each asker's budget and the group's;
+        returns the usage line for the answer's footer."""
         if not self.counts_tokens:
             return ""  # no budget needs the count: nothing is written
-        subjects = _subjects(sender, chat_id, chat_type)
+        users = [f"user:{asker}" for asker in askers.everyone]
+        subjects = [*users, *_group(chat_id, chat_type)]
         day = self.today()
         await self._usage.add(day, subjects, tokens=tokens, messages=1)
         used = await self._usage.usage(day, subjects)
         parts = []
         if self._config.user_daily_tokens:
-            parts.append(
-                f"you today: {used.get(f'user:{sender}', 0):,}"
-                f"/{self._config.user_daily_tokens:,} tokens"
-            )
+            limit = f"/{self._config.user_daily_tokens:,} tokens"
+            if askers.several:  # one line for all: the most any of them has used
+                most = max(used.get(user, 0) for user in users)
+                parts.append(f"each asker today: at most {most:,}{limit}")
+            else:
+                parts.append(f"you today: {used.get(users[0], 0):,}{limit}")
         if self._config.group_daily_tokens and chat_type != "p2p":
             parts.append(
                 f"group today: {used.get(f'group:{chat_id}', 0):,}"
@@ -134,7 +143,9 @@ class Budgets:
 
 
 def _subjects(sender: str, chat_id: str, chat_type: str) -> list[str]:
-    subjects = [f"user:{sender}"]
-    if chat_type != "p2p":
-        subjects.append(f"group:{chat_id}")
-    return subjects
+    return [f"user:{sender}", *_group(chat_id, chat_type)]
+
+
+def _group(chat_id: str, chat_type: str) -> list[str]:
+    """The group's subject, when the chat is a group (a DM has only its person's)."""
+    return [] if chat_type == "p2p" else [f"group:{chat_id}"]

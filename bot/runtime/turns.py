@@ -48,8 +48,9 @@ logger = logging.getLogger(__name__)
 AgentFactory = Callable[[RunMode | None], Awaitable[ChatAgent]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
-# Counts a run's tokens against the asker's budgets; returns a usage line for the footer.
-UsageRecorder = Callable[[InboundMessage, int], Awaitable[str]]
+# Counts a run's tokens against the budget of each of its askers (everyone whose message it
+# answered) and of the chat; returns a usage line for the footer.
+UsageRecorder = Callable[[InboundMessage, Askers, int], Awaitable[str]]
 # Told of each run that ended: its status ("failed" when the turn raised) and wall seconds.
 RunObserver = Callable[[str, float], None]
 
@@ -235,7 +236,11 @@ class TurnRunner:
             )
             # The agent reads no more interrupts: later messages start the next turn.
             turn.close()
-            answer, outcome = await self._answer(message, agent, question, result, live, start)
+            # Those it answered: the messages it never read went back to the queue.
+            askers = Askers.of(message.sender_open_id, turn.joined_senders())
+            answer, outcome = await self._answer(
+                message, askers, agent, question, result, live, start
+            )
         finished = _finished_turn(
             turn, message, question, start, result, answer, outcome, self._owner
         )
@@ -265,6 +270,7 @@ class TurnRunner:
     async def _answer(
         self,
         message: InboundMessage,
+        askers: Askers,
         agent: ChatAgent,
         question: Question,
         result: AgentResult,
@@ -273,7 +279,7 @@ class TurnRunner:
     ) -> tuple[str | None, ReplyOutcome | None]:
         """Stream the answer into the live card; returns the answer text and the outcome."""
         if result.status in ("cancelled", "error"):  # no answer is streamed: count it now
-            await self._usage(message, result)
+            await self._usage(message, askers, result)
         if result.status == "cancelled":
             if not live.started:
                 return None, None  # nothing was shown; the /stop reply says it all
@@ -291,17 +297,17 @@ class TurnRunner:
             answer = result.answer
             live.add_answer(answer)
         # After the answer streamed, so its tokens count too (``total_usage`` includes them).
-        usage_line = await self._usage(message, result)
+        usage_line = await self._usage(message, askers, result)
         footer = _footer(result, self._clock() - start.started_at, start.model)
         if usage_line:
             footer = f"{footer} · {usage_line}"
         return answer, await live.reply.finish(footer)
 
-    async def _usage(self, message: InboundMessage, result: AgentResult) -> str:
+    async def _usage(self, message: InboundMessage, askers: Askers, result: AgentResult) -> str:
         if self._record_usage is None:
             return ""
         try:
-            return await self._record_usage(message, result.total_usage.total_tokens)
+            return await self._record_usage(message, askers, result.total_usage.total_tokens)
         except Exception:  # a budget counter must not cost the user the answer
             logger.exception("recording usage for %s failed", message.message_id)
             return ""
