@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 # A 48-megapixel phone photo (8064 × 6048) fits; a decoded RGBA frame at the limit is
-# 200 MB, which a reader process's 512 MiB holds with room to shrink it (64 MP did not).
+# 200 MB, which a reader process's 448 MiB holds with room to shrink it (64 MP did not).
 DEFAULT_MAX_PIXELS = 50_000_000
 
 # What Pillow may parse, and how we name it to a person.

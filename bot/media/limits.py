@@ -4,10 +4,12 @@ Files people send are read in separate processes (``reader_pool``), each confine
 kernel (``RLIMIT_AS``, ``RLIMIT_CPU``) and stopped by the bot at a wall-clock limit, so no
 file can take the bot's own memory or its event loop. The numbers, and why:
 
-- ``memory_bytes`` (512 MiB of address space a process): a 48-megapixel photo decodes in
-  under 200 MiB and the largest Office part a reader accepts (``sniff.MAX_PART_BYTES``)
-  parses in under 400 MiB, so a real document fits; two processes at the limit stay
-  under the 1 GiB the bot may grow by while reading (issue 32).
+- ``memory_bytes`` (448 MiB of address space a process): a 48-megapixel photo decodes
+  and shrinks within it, and so does the largest Office part a reader accepts
+  (``sniff.MAX_PART_BYTES``); a process that came near it is replaced after its file.
+  Two processes at the limit (896 MiB), and the files the bot holds for them (at most
+  ``processes + 1`` downloads of 20 MiB, ``runtime/media.py``), stay under the 1 GiB the bot
+  may grow by while reading (issue 32), whatever is sent.
 - ``seconds`` (20 s of wall clock and of CPU a file): the readers stop themselves sooner
   (page and row budgets, and ``soft_seconds``, after which a reader stops gathering text
   and says what it left out), so this only ends what they could not bound; with
@@ -29,7 +31,7 @@ SOFT_DEADLINE_SECONDS = 8.0
 
 @dataclass(frozen=True, slots=True)
 class ReaderLimits:
-    memory_bytes: int = 512 * 1024 * 1024
+    memory_bytes: int = 448 * 1024 * 1024
     seconds: int = 20
     processes: int = 2
     soft_seconds: float = SOFT_DEADLINE_SECONDS

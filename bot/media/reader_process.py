@@ -36,6 +36,8 @@ from bot.media.reader_wire import (
 # today: everything is read from memory). No sockets to speak of.
 _DESCRIPTORS = 16
 _NICE = 10
+# Past this share of its memory at its peak, a process answers and is replaced.
+_RETIRE_FRACTION = 0.4
 
 
 def main(argv: list[str]) -> int:
@@ -52,7 +54,7 @@ def main(argv: list[str]) -> int:
         header, payload = job
         _allow_cpu(seconds)
         try:
-            sink.write(_answer(header, payload))
+            sink.write(_answer(header, payload, memory_bytes))
         except MemoryError:
             sink.write(encode_frame({"ok": False, "error": _memory(memory_bytes)}))
             sink.flush()
@@ -114,7 +116,32 @@ def _read_exactly(source: BinaryIO, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _answer(header: dict[str, Any], payload: bytes) -> bytes:
+def _heavy(memory_bytes: int) -> bool:
+    """Whether this process has used so much of its memory that the next file should have a
+    fresh one: a heap left fragmented near the limit fails a file that a new process reads."""
+    return _peak_resident_bytes() > memory_bytes * _RETIRE_FRACTION
+
+
+def _peak_resident_bytes() -> int:
+    """This process's own peak (VmHWM): ``ru_maxrss`` would count the bot's, from the fork."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _answer(header: dict[str, Any], payload: bytes, memory_bytes: int) -> bytes:
+    answer, data = _answered(header, payload)
+    if _heavy(memory_bytes):
+        answer["retire"] = True
+    return encode_frame(answer, data)
+
+
+def _answered(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
     try:
         if header.get("op") == "document":
             extracted = extract_text(
@@ -123,7 +150,7 @@ def _answer(header: dict[str, Any], payload: bytes) -> bytes:
                 max_chars=int(header["max_chars"]),
                 seconds=float(header["seconds"]),
             )
-            return encode_frame({"ok": True, "result": extracted_to(extracted)})
+            return {"ok": True, "result": extracted_to(extracted)}, b""
         if header.get("op") == "image":
             prepared = prepare_image(
                 payload,
@@ -132,12 +159,12 @@ def _answer(header: dict[str, Any], payload: bytes) -> bytes:
                 max_pixels=int(header["max_pixels"]),
             )
             fields, data = image_to(prepared)
-            return encode_frame({"ok": True, "result": fields}, data)
+            return {"ok": True, "result": fields}, data
         if header.get("op") == "ping":
-            return encode_frame({"ok": True, "result": {"pid": os.getpid()}})
+            return {"ok": True, "result": {"pid": os.getpid()}}, b""
     except MediaError as error:
-        return encode_frame({"ok": False, "error": encode_error(error)})
-    return encode_frame({"ok": False, "error": {"type": "unknown-op", "args": {}}})
+        return {"ok": False, "error": encode_error(error)}, b""
+    return {"ok": False, "error": {"type": "unknown-op", "args": {}}}, b""
 
 
 def _memory(memory_bytes: int) -> dict[str, Any]:

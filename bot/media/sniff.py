@@ -11,7 +11,7 @@ limits follow how the libraries read: python-docx and python-pptx load every par
 parse each XML part into a tree of about twenty times its size, so a part they load is at
 most ``MAX_PART_BYTES`` and all of them ``MAX_LOADED_BYTES``; openpyxl streams worksheets,
 which only the total bounds (``MAX_UNPACKED_BYTES``). Within these a real document reads in
-the reader process's 512 MiB (``bot.media.limits``); a file past them is refused at once,
+the reader process's 448 MiB (``bot.media.limits``); a file past them is refused at once,
 with the size and the limit, instead of running the process out of memory. Office's
 password protection wraps the whole document in an OLE container with an ``EncryptedPackage``
 stream, which is how we tell a locked .docx from an old binary .doc.
@@ -64,8 +64,8 @@ KIND_NAMES = {
     "code": "code file",
 }
 
-# Measured in the reader process: a 16 MiB document.xml of short paragraphs parses in
-# about 350 MiB, 32 MiB no longer fits in 512 MiB. A 1,000-page report's is under 8 MiB.
+# Measured in a reader process: a 16 MiB document.xml of short paragraphs (the densest
+# tree) is read within 448 MiB; 32 MiB is not. A 1,000-page report's is under 8 MiB.
 MAX_PART_BYTES = 16 * 1024 * 1024
 MAX_LOADED_BYTES = 128 * 1024 * 1024
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024

@@ -120,6 +120,9 @@ class MediaReader:
         self._source = source
         # Parses what was downloaded, in reader processes (never in the bot's own).
         self._readers = readers
+        # Files held here, downloaded for a reader or in one, for every turn at once: what a
+        # flood of 20 MiB files costs this process is bounded, not one download per file.
+        self._held = asyncio.Semaphore(readers.limits.processes + 1)
         self._config = config
         self._image_text = images
         self._transcribe = transcribe
@@ -239,17 +242,18 @@ class MediaReader:
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> ImagePart | _Unread:
         label = attachment.name or "an image"
-        resource = await self._download(message_id, attachment, "image", label, gate)
-        if isinstance(resource, _Unread):
-            return resource
-        try:
-            prepared = await self._readers.prepare_image(
-                resource.data,
-                max_side=self._config.image_max_side,
-                max_bytes=self._config.image_max_bytes,
-            )
-        except MediaError as exc:
-            return _Unread(f"{label}: {exc.reason}")
+        async with self._held:
+            resource = await self._download(message_id, attachment, "image", label, gate)
+            if isinstance(resource, _Unread):
+                return resource
+            try:
+                prepared = await self._readers.prepare_image(
+                    resource.data,
+                    max_side=self._config.image_max_side,
+                    max_bytes=self._config.image_max_bytes,
+                )
+            except MediaError as exc:
+                return _Unread(f"{label}: {exc.reason}")
         name = attachment.name or f"image {attachment.key[-6:]}"
         return ImagePart(prepared.data_url(), label=name)
 
@@ -257,17 +261,18 @@ class MediaReader:
         self, message_id: str, attachment: Attachment, gate: asyncio.Semaphore
     ) -> _Document | _Unread:
         name = attachment.name or "the file"
-        resource = await self._download(message_id, attachment, "file", name, gate)
-        if isinstance(resource, _Unread):
-            return resource
-        try:
-            extracted = await self._readers.extract_text(
-                resource.data,
-                file_name=attachment.name or resource.file_name,
-                max_chars=self._config.file_text_chars,
-            )
-        except MediaError as exc:
-            return _Unread(f"{name}: {exc.reason}")
+        async with self._held:
+            resource = await self._download(message_id, attachment, "file", name, gate)
+            if isinstance(resource, _Unread):
+                return resource
+            try:
+                extracted = await self._readers.extract_text(
+                    resource.data,
+                    file_name=attachment.name or resource.file_name,
+                    max_chars=self._config.file_text_chars,
+                )
+            except MediaError as exc:
+                return _Unread(f"{name}: {exc.reason}")
         block = f"[File: {name} ({extracted.kind})]\n{extracted.text}"
         return _Document(f"{block}\n{extracted.note}" if extracted.note else block, name)
 

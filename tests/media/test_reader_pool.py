@@ -163,6 +163,17 @@ async def test_a_file_needing_more_memory_than_allowed_is_refused_and_the_next_o
         await pool.aclose()
 
 
+async def test_a_process_that_came_near_its_limit_is_replaced_after_its_file(pool) -> None:
+    """A heap left fragmented near the limit would fail the next, smaller file."""
+    await pool.extract_text(
+        docx_whose_text_part_unpacks_to(15 * MiB), file_name="a.docx", max_chars=99
+    )
+    assert pool.pids() == []  # answered, then replaced
+    await pool.extract_text(SAMPLES["a.docx"], file_name="a.docx", max_chars=99)
+    await pool.extract_text(SAMPLES["a.docx"], file_name="a.docx", max_chars=99)
+    assert pool.stats.started == 2 and len(pool.pids()) == 1  # light files keep theirs
+
+
 async def test_a_file_that_reads_too_long_is_stopped_at_the_limit_and_its_process_killed() -> None:
     # Each page takes about two seconds here (less on a faster machine, so it may read
     # one before the soft deadline): past 2 s, whatever the page, the process is killed.
