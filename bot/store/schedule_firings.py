@@ -34,6 +34,7 @@ RUNNING, FIRED, FIRING_FAILED = FIRING_STATES
 KINDS = ("at", "cron")
 OK = "ok"
 MISSED = "missed"
+NOT_RUN = "not run"
 STOPPED_WHILE_RUNNING = "the bot stopped while running it"
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_PAUSE_AFTER = 3
@@ -86,10 +87,11 @@ def task_of(row: Mapping[Any, Any]) -> ScheduledTask:
     return ScheduledTask(**{name: row[name] for name in ScheduledTask.__slots__})
 
 
-def failed_outcome(detail: str) -> str:
-    """A failed run's last_outcome: "failed: <why>", on one line and cut to a length."""
+def failed_outcome(detail: str, *, kind: str = "failed") -> str:
+    """A failed run's last_outcome: "failed: <why>" (or ``kind``: "not run: <why>"), on one
+    line and cut to a length."""
     reason = " ".join(detail.split())[:_MAX_DETAIL] or "no reason given"
-    return f"failed: {reason}"
+    return f"{kind}: {reason}"
 
 
 TASK = _t.id == bindparam("p_id")
@@ -130,6 +132,19 @@ _RECORD_FAILED = (
         last_outcome=bindparam("p_outcome"),
         failures=_t.failures + 1,
         state=case((_PAUSES, PAUSED), else_=_t.state),
+        updated_at=NOW,
+    )
+    .returning(*tasks.c)
+)
+# A firing refused before it ran, for a cause that holds until someone changes it (its chat
+# is closed to its creator): an active task pauses at once; not a failure in a row.
+_RECORD_REFUSED = (
+    update(tasks)
+    .where(TASK)
+    .values(
+        last_run_at=NOW,
+        last_outcome=bindparam("p_outcome"),
+        state=case((_t.state == ACTIVE, PAUSED), else_=_t.state),
         updated_at=NOW,
     )
     .returning(*tasks.c)
@@ -320,10 +335,13 @@ def _retried(row: Mapping[Any, Any], max_attempts: int) -> bool:
     return bool(row["task_state"] != CANCELLED and row["attempt"] < max_attempts)
 
 
-def finish(connection: Connection, params: dict[str, Any], ok: bool) -> ScheduledTask | None:
-    """Mark the firing done or failed, and record the outcome on its task."""
+def finish(
+    connection: Connection, params: dict[str, Any], ok: bool, refused: bool = False
+) -> ScheduledTask | None:
+    """Mark the firing done or failed, and record the outcome on its task (``refused``: it
+    did not run, and its task pauses)."""
     if connection.execute(_FINISH, params).rowcount != 1:
         return None  # taken over: the new holder records the outcome
-    record = _RECORD_OK if ok else _RECORD_FAILED
+    record = _RECORD_REFUSED if refused else _RECORD_OK if ok else _RECORD_FAILED
     row = connection.execute(record, {**params, "p_id": params["p_task"]}).mappings().first()
     return None if row is None else task_of(row)

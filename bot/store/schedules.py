@@ -1,10 +1,11 @@
 """Scheduled tasks and their firings, shared by every process: each due time fires exactly once.
 
 A task (`scheduled_tasks`) is `active` with the due time still to fire in `next_run_at`; it is
-`paused` after `pause_after` failed runs in a row (or when its schedule can no longer be
-computed) until `resume`, `cancelled` by a person, and `done` once a one-off fired (or missed
-its time). The store does not read schedules: whoever claims passes `next_run(task, after)`, the
-first due time strictly after `after` (None: there is none).
+`paused` after `pause_after` failed runs in a row, at once when a firing was refused for a
+cause that lasts (`finish_refused`: its chat is closed to its creator), or when its schedule
+can no longer be computed, until `resume`; `cancelled` by a person, and `done` once a one-off
+fired (or missed its time). The store does not read schedules: whoever claims passes
+`next_run(task, after)`, the first due time strictly after `after` (None: there is none).
 
 Claiming a due time (`claim_due`) is a conditional update of the task, `WHERE next_run_at = <the
 due time read>`, that moves `next_run_at` on, and the insert of a firing (`scheduled_firings`,
@@ -47,6 +48,7 @@ from bot.store.schedule_firings import (
     FIRING_FAILED,
     KINDS,
     NEXT_LEASE_END,
+    NOT_RUN,
     NOW,
     OK,
     PAUSED,
@@ -281,6 +283,24 @@ class ScheduleStore:
             "now": self._clock(),
         }
         return await self._db.transact(finish, params, ok)
+
+    async def finish_refused(
+        self, firing: Firing, *, owner: str, reason: str
+    ) -> ScheduledTask | None:
+        """Record a firing that was refused before it ran, for a cause that lasts until
+        someone changes it (its chat is closed to its creator): the firing fails with
+        `reason`, the task's last outcome is "not run: <reason>", and an active task is
+        paused at once (the next due time would be refused the same; a one-off is done
+        already). Not a failure in a row: `failures` is left as it was. None, and nothing
+        written, when `owner` no longer holds the firing."""
+        params = {
+            **held(firing, owner),
+            "p_state": FIRING_FAILED,
+            "p_detail": reason or None,
+            "p_outcome": failed_outcome(reason, kind=NOT_RUN),
+            "now": self._clock(),
+        }
+        return await self._db.transact(finish, params, False, True)
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.

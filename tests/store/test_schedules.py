@@ -387,6 +387,33 @@ async def test_pause_after_is_the_callers(db, clock):
     assert finished is not None and finished.state == "paused"
 
 
+async def test_a_refused_firing_pauses_its_task_at_once_without_counting_a_failure(db, clock):
+    store = ScheduleStore(db, clock=clock)
+    task = await new_task(store, next_run_at=clock.now)
+    (firing,), _ = await claim(store, "a")
+    await store.finish(firing, owner="a", ok=False, detail="boom")  # one failure before
+    clock.now = (await store.get(task.id)).next_run_at
+    (firing,), _ = await claim(store, "a")
+    assert await store.finish_refused(firing, owner="b", reason="gone") is None  # not b's
+    refused = await store.finish_refused(firing, owner="a", reason="the bot left\nthe group")
+    assert refused is not None
+    assert (refused.state, refused.failures) == ("paused", 1)
+    assert refused.last_outcome == "not run: the bot left the group"
+    assert refused.last_run_at == clock.now
+    clock.now = refused.next_run_at
+    assert await claim(store, "a") == ([], [])  # paused: nothing fires
+    assert await store.finish(firing, owner="a", ok=True) is None  # the firing is over
+
+
+async def test_a_refused_one_off_stays_done(db, clock):
+    store = ScheduleStore(db, clock=clock)
+    await new_task(store, kind="at", next_run_at=clock.now)
+    (firing,), _ = await claim(store, "a")
+    refused = await store.finish_refused(firing, owner="a", reason="not allowed")
+    assert refused is not None and (refused.state, refused.failures) == ("done", 0)
+    assert refused.last_outcome == "not run: not allowed"
+
+
 async def test_a_due_time_fires_once_even_when_set_again(db, clock):
     store = ScheduleStore(db, clock=clock)
     task = await new_task(store, next_run_at=clock.now)
