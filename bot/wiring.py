@@ -33,7 +33,6 @@ from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
 from bot.feishu.schedules_card import SCHEDULE_ACTION
-from bot.governance.budgets import Refusal
 from bot.governance.names import UserNames
 from bot.governance.seal import ButtonSeal
 from bot.governance.service import Governance, build_governance
@@ -42,6 +41,7 @@ from bot.media.limits import ReaderLimits
 from bot.media.reader_pool import ReaderPool
 from bot.metrics import MeteredLLM, Metrics
 from bot.runtime import texts
+from bot.runtime.admission import Admission
 from bot.runtime.agents import AgentBuilder
 from bot.runtime.api_budget import ApiUsage, Delivery
 from bot.runtime.conversation_lock import SharedConversationLock
@@ -464,7 +464,7 @@ def _schedules(
         feishu=base.feishu,
         workers=workers,
         turns=turns,
-        budgets=tools.governance.budgets,
+        admission=_admission(settings, base, tools),
         wake=tools.schedule_wake,
         clock=base.clock,
     )
@@ -476,6 +476,11 @@ def _schedules(
     )
     tools.governance.card_actions.register(SCHEDULE_ACTION, cards.click)
     return runs, cards
+
+
+def _admission(settings: Settings, base: _Foundation, tools: _Tools) -> Admission:
+    """What a message and a scheduled task's firing both pass to start a run."""
+    return Admission(settings.policy(), tools.governance.budgets, base.feishu)
 
 
 def _interrupt_limits(runtime: RuntimeConfig) -> InterruptLimits:
@@ -568,13 +573,7 @@ def _message_handler(
     schedules: ScheduleCards,
 ) -> MessageHandler:
     governance = tools.governance
-    budgets = governance.budgets
     governance_config = settings.governance()
-
-    async def admit(message: InboundMessage) -> Refusal | None:
-        return await budgets.admit(
-            sender=message.sender_open_id, chat_id=message.chat_id, chat_type=message.chat_type
-        )
 
     def admin_help(sender: str) -> str | None:
         if not governance_config.is_admin(sender):
@@ -592,7 +591,7 @@ def _message_handler(
         in_flight=in_flight,
         owner=base.owner,
         admin=governance.admin,
-        admit=admit if budgets.enabled else None,
+        admission=_admission(settings, base, tools),
         admin_help=admin_help,
         schedules=schedules,
         logins=Logins(tools.user_auth, tools.login_scopes) if tools.user_auth else None,

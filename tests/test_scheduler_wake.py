@@ -41,7 +41,7 @@ async def test_a_wake_up_while_the_next_due_time_is_read_is_not_lost(tmp_path):
             feishu=None,  # type: ignore[arg-type]  # nothing is due: nothing is fired
             workers=None,  # type: ignore[arg-type]
             turns=None,  # type: ignore[arg-type]
-            budgets=None,  # type: ignore[arg-type]
+            admission=None,  # type: ignore[arg-type]
         )
         loop = asyncio.create_task(runs.run())
         try:

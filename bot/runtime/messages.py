@@ -1,15 +1,17 @@
 """From a claimed message to a job: normalise, apply the chat policy, run commands.
 
-Ignored messages (from bots, from groups not on the allowlist, group messages that do
-not mention the bot when a mention is required) are recorded as dropped, so their
-redeliveries cost nothing. Commands are answered at once, outside the conversation's
-queue, which is what lets ``/stop`` stop a run in progress.
+Ignored messages (from bots, from chats closed to the sender such as groups not on the
+allowlist, group messages that do not mention the bot when a mention is required) are
+recorded as dropped, so their redeliveries cost nothing. Whether a chat is closed, and
+whether a question may start a run (budgets), is the admission's to say, the same one a
+scheduled task's firing passes (``admission.py``). Commands are answered at once, outside
+the conversation's queue, which is what lets ``/stop`` stop a run in progress.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 
 from bot.agent_config import RunMode
@@ -17,10 +19,10 @@ from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
 from bot.governance.admin import AdminCommands, AdminReply
-from bot.governance.budgets import Refusal
 from bot.store import Claim, ConversationStore, MessageLedger
 
 from . import texts
+from .admission import Admission, Closed, Entry
 from .identity import BotIdentity
 from .intake import InFlight
 from .logins import Logins
@@ -53,8 +55,6 @@ CONVERSATION_FULL = (
     "waiting, so I did not take this one. Please send it again once I have answered."
 )
 NOT_MENTIONED = "group message that does not mention the bot"
-# Says why a message may not start a run (rate limit, budget), or None.
-Admission = Callable[[InboundMessage], Awaitable[Refusal | None]]
 
 
 class MessageHandler:
@@ -70,8 +70,8 @@ class MessageHandler:
         turns: TurnRunner,
         in_flight: InFlight,
         owner: str,
+        admission: Admission,
         admin: AdminCommands | None = None,
-        admit: Admission | None = None,
         admin_help: Callable[[str], str | None] | None = None,
         waiting: WaitingMedia | None = None,
         schedules: ScheduleCards | None = None,
@@ -86,7 +86,8 @@ class MessageHandler:
         self._admin = admin
         # What /help adds for this sender (admins: the month's Feishu API use), or None.
         self._admin_help = admin_help
-        self._admit = admit
+        # Whether the sender's chat is open to them, and a question may start a run.
+        self._admission = admission
         self._ledger = ledger
         self._identity = identity
         self._policy = policy
@@ -107,7 +108,7 @@ class MessageHandler:
             logger.warning("dropping message %s: %s", claim.message_id, parsed.reason)
             await self._drop(claim.message_id, parsed.reason)
             return
-        ignored = self._ignore_reason(parsed)
+        ignored = await self._ignore_reason(parsed)
         if ignored is not None:
             if ignored == NOT_MENTIONED and self._waiting.keep(parsed):
                 ignored += "; its files wait for the sender's question"
@@ -135,14 +136,15 @@ class MessageHandler:
         elif command is not None:
             await self._command(command, parsed, key)
             return
-        if self._admit is not None and parsed.text.strip():
-            refusal = await self._admit(parsed)
+        if parsed.text.strip():
+            refusal = await self._admission.admit(Entry.of_message(parsed), spends=True)
             if refusal is not None:
                 logger.info("message %s not run: %s", parsed.message_id, refusal.text)
-                if refusal.tell:
-                    await self._notice(parsed, refusal.text)
-                else:  # the sender was told already in this window
+                if isinstance(refusal, Closed) or not refusal.tell:
+                    # Closed: the door let it in a moment ago; told: already, this window.
                     await self._drop(parsed.message_id, f"refused: {refusal.text}")
+                else:
+                    await self._notice(parsed, refusal.text)
                 return
         earlier = self._waiting.take(parsed) if parsed.chat_type != "p2p" else ()
         if not parsed.text.strip() and not has_media(parsed) and not earlier:
@@ -155,13 +157,15 @@ class MessageHandler:
         if outcome == "refused":
             await self._notice(parsed, CONVERSATION_FULL)
 
-    def _ignore_reason(self, message: InboundMessage) -> str | None:
+    async def _ignore_reason(self, message: InboundMessage) -> str | None:
         if message.sender_type != "user":
             return f"sent by a {message.sender_type or 'non-user'}"
+        # At the door nothing is spent yet: a command in an open chat costs no budget.
+        closed = await self._admission.admit(Entry.of_message(message), spends=False)
+        if closed is not None:
+            return closed.text
         if message.chat_type == "p2p":
             return None
-        if not self._policy.group_allowed(message.chat_id):
-            return f"group {message.chat_id} is not on the allowlist"
         if self._policy.mention_required(message.chat_id) and not message.mentions_bot:
             return NOT_MENTIONED
         return None

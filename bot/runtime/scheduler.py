@@ -7,6 +7,10 @@ task is created), claims what is due, and runs each firing as its creator's turn
 conversation it was made in: a header message with the task's name, the live answer card
 under it, approvals and read-only mode as for any turn. A firing that fails is on the card
 and in the task's record; three in a row pause the task and tell its creator.
+
+Before it runs, each firing passes the admission a message passes (``admission.py``): a
+group off the allowlist, a group its creator left, or one the bot was removed from, closes
+it: nothing is posted there, the task is paused at once and its creator told why, once.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from bot.conversations import ConversationWorkers, Job
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 from bot.feishu.events import InboundMessage
-from bot.governance.budgets import Budgets
 from bot.schedules import Schedule
 from bot.store.schedules import Firing, ScheduledTask, ScheduleStore
 
+from .admission import Admission, Closed, Entry
 from .turns import TurnRunner
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,16 @@ class SchedulerConfig:
     grace_seconds: float
     max_per_creator: int = 20
     min_interval_seconds: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a firing went: ``ok``, or why not (``detail``); ``closed``: it was not run
+    because its chat is closed to its creator, which pauses the task at once."""
+
+    ok: bool
+    detail: str = ""
+    closed: bool = False
 
 
 def schedule_of(task: ScheduledTask) -> Schedule:
@@ -64,7 +78,7 @@ class ScheduledRuns:
         feishu: FeishuClient,
         workers: ConversationWorkers,
         turns: TurnRunner,
-        budgets: Budgets,
+        admission: Admission,
         wake: asyncio.Event | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -73,7 +87,8 @@ class ScheduledRuns:
         self._feishu = feishu
         self._workers = workers
         self._turns = turns
-        self._budgets = budgets
+        # The checks a message passes, passed again at every firing.
+        self._admission = admission
         self._clock = clock
         # Set to look again at once (a task was created here): shared with the tools.
         self._wake = wake or asyncio.Event()
@@ -137,32 +152,40 @@ class ScheduledRuns:
         task = firing.task
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(firing))
         try:
-            ok, detail = await self._run(task, _header_uuid(firing))
+            outcome = await self._run(task, _header_uuid(firing))
         except Exception as exc:  # a failing firing is recorded, never lost
             logger.exception("scheduled task %s failed", task.id)
-            ok, detail = False, f"internal error ({type(exc).__name__})"
+            outcome = Outcome(False, f"internal error ({type(exc).__name__})")
         finally:
             keeper.cancel()
+        owner = self._config.owner
+        if outcome.closed:
+            refused = await self._store.finish_refused(firing, owner=owner, reason=outcome.detail)
+            if refused is not None:  # None: taken over, and told by whoever took it
+                await self._tell(refused.creator, _closed_text(refused, outcome.detail))
+            return
         finished = await self._store.finish(
             firing,
-            owner=self._config.owner,
-            ok=ok,
-            detail=detail,
+            owner=owner,
+            ok=outcome.ok,
+            detail=outcome.detail,
             pause_after=PAUSE_AFTER_FAILURES,
         )
-        if finished is not None and finished.state == "paused" and not ok:
-            await self._tell_creator(finished, detail)
+        if finished is not None and finished.state == "paused" and not outcome.ok:
+            await self._tell(finished.creator, _paused_text(finished, outcome.detail))
 
-    async def _run(self, task: ScheduledTask, uuid: str) -> tuple[bool, str]:
-        refusal = await self._budgets.admit(
-            sender=task.creator, chat_id=task.chat_id, chat_type=task.chat_type
-        )
-        if refusal is not None:
-            await self._post(task, f"⏰ {task.name}: not run. {refusal.text}", uuid)
-            return False, refusal.text
+    async def _run(self, task: ScheduledTask, uuid: str) -> Outcome:
+        verdict = await self._admission.admit(Entry.of_task(task), spends=True)
+        if isinstance(verdict, Closed):
+            # Nothing is posted in a chat closed to the task: its creator is told instead.
+            logger.info("scheduled task %s not run: %s", task.id, verdict.text)
+            return Outcome(False, verdict.text, closed=True)
+        if verdict is not None:  # for now (a budget): said where the task runs
+            await self._post(task, f"⏰ {task.name}: not run. {verdict.text}", uuid)
+            return Outcome(False, verdict.text)
         anchor = await self._post(task, f"⏰ Scheduled task: {task.name}", uuid)
         if anchor is None:
-            return False, "could not post in the chat (was the bot removed from it?)"
+            return Outcome(False, "could not post in the chat (was the bot removed from it?)")
         message = InboundMessage(
             event_id="",
             message_id=anchor,
@@ -182,11 +205,11 @@ class ScheduledRuns:
         )
         job = Job(key, anchor, task.prompt, run=run, sender=task.creator)
         if self._workers.submit(job) == "refused":
-            return False, "too many runs were waiting"
+            return Outcome(False, "too many runs were waiting")
         status = await ended
         if status == "completed":
-            return True, ""
-        return False, f"the run ended: {status or 'stopped'}"
+            return Outcome(True)
+        return Outcome(False, f"the run ended: {status or 'stopped'}")
 
     async def _post(self, task: ScheduledTask, text: str, uuid: str) -> str | None:
         """The header of a firing: a reply in the task's topic, or a message in its chat."""
@@ -221,21 +244,32 @@ class ScheduledRuns:
             except Exception:
                 logger.warning("renewing the lease of a firing failed", exc_info=True)
 
-    async def _tell_creator(self, task: ScheduledTask, detail: str) -> None:
-        text = (
-            f"Your scheduled task “{task.name}” failed {PAUSE_AFTER_FAILURES} times in a row "
-            f"and is paused. The last failure: {detail}. Ask me to list your scheduled tasks "
-            "to see it, and schedule it again once the cause is fixed."
-        )
+    async def _tell(self, creator: str, text: str) -> None:
+        """A direct message to a task's creator."""
         content = json.dumps({"text": text}, ensure_ascii=False)
         try:
-            await self._feishu.send_message(
-                "open_id", task.creator, msg_type="text", content=content
-            )
+            await self._feishu.send_message("open_id", creator, msg_type="text", content=content)
         except FeishuError as exc:
-            logger.warning(
-                "could not tell %s that task %s is paused: %s", task.creator, task.id, exc
-            )
+            logger.warning("could not tell %s about their scheduled task: %s", creator, exc)
+
+
+def _paused_text(task: ScheduledTask, detail: str) -> str:
+    return (
+        f"Your scheduled task “{task.name}” failed {PAUSE_AFTER_FAILURES} times in a row "
+        f"and is paused. The last failure: {detail}. Ask me to list your scheduled tasks "
+        "to see it, and schedule it again once the cause is fixed."
+    )
+
+
+def _closed_text(task: ScheduledTask, reason: str) -> str:
+    """Why a task did not run in its chat: said once, to its creator alone (the task is
+    paused, or a one-off is over)."""
+    ended = "is paused" if task.state == "paused" else "will not run"
+    return (
+        f"Your scheduled task “{task.name}” did not run in its group chat ({task.chat_id}) "
+        f"and {ended}: {reason}. Ask me to list your scheduled tasks to see it, and "
+        "schedule it again where it may run."
+    )
 
 
 def _header_uuid(firing: Firing) -> str:

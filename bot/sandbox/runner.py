@@ -98,7 +98,10 @@ class Sandbox:
             app_id=APP_ID, app_secret=secret, bot_open_id=BOT_OPEN_ID, bot_name=BOT_NAME
         )
         self.emulator.max_recorded = RECORDED_REQUESTS
-        self.emulator.workspace.add_chat(GROUP_CHAT_ID, "larkgate sandbox")
+        # Everyone on the page is in its group: a task scheduled there runs only while its
+        # creator is a member, as Feishu's member list says.
+        members = {person.open_id for person in PEOPLE.values()}
+        self.emulator.workspace.add_chat(GROUP_CHAT_ID, "larkgate sandbox", members=members)
         # What the bot sends a person (a paused task's notice) shows in their DM on the page.
         for person in PEOPLE.values():
             self.emulator.dm_chats[person.open_id] = person.dm_chat_id()

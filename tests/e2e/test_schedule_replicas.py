@@ -123,6 +123,8 @@ def replicas(database, tmp_path) -> Iterator[Any]:
 async def test_two_processes_fire_a_due_task_once(database, replicas):
     task = await add_one_off(database, time.time() + DUE_IN)
     async with FakeFeishu(bot_open_id="ou_bot") as feishu, FakeOpenAIServer() as llm:
+        # The creator is in the group: a firing runs only while they are a member.
+        feishu.workspace.add_chat(CHAT, "Team", members={"ou_user"})
         llm.handler = answering
         urls = replicas(feishu, llm)
         await asyncio.gather(*(wait_healthy(url, within=30.0) for url in urls))

@@ -660,6 +660,8 @@ async def test_a_scheduled_task_acts_only_as_its_creator(tmp_path, feishu, llm_s
     clock = Clock(time.time())
     llm_server.handler = calling("my_name")
     feishu.workspace.add_user(ALICE, "Alice Asker")
+    # Both in the group: a firing runs only while its creator is a member.
+    feishu.workspace.add_chat("oc_team", "Team", members={ALICE, BOB})
     values = {"larkgate_token_key": TOKEN_KEY, "larkgate_public_url": PUBLIC_URL}
     async with running_bot(
         settings_for(tmp_path, feishu, llm_server, **values),
