@@ -136,16 +136,18 @@ class MessageHandler:
         elif command is not None:
             await self._command(command, parsed, key)
             return
-        if parsed.text.strip():
-            refusal = await self._admission.admit(Entry.of_message(parsed), spends=True)
-            if refusal is not None:
-                logger.info("message %s not run: %s", parsed.message_id, refusal.text)
-                if isinstance(refusal, Closed) or not refusal.tell:
-                    # Closed: the door let it in a moment ago; told: already, this window.
-                    await self._drop(parsed.message_id, f"refused: {refusal.text}")
-                else:
-                    await self._notice(parsed, refusal.text)
-                return
+        # Every message past the commands, words or not: one without words still starts a
+        # run (its files, the message it replies to) or joins one, making its sender an
+        # asker whose budget the run spends (bot/askers.py).
+        refusal = await self._admission.admit(Entry.of_message(parsed), spends=True)
+        if refusal is not None:
+            logger.info("message %s not run: %s", parsed.message_id, refusal.text)
+            if isinstance(refusal, Closed) or not refusal.tell:
+                # Closed: the door let it in a moment ago; told: already, this window.
+                await self._drop(parsed.message_id, f"refused: {refusal.text}")
+            else:
+                await self._notice(parsed, refusal.text)
+            return
         earlier = self._waiting.take(parsed) if parsed.chat_type != "p2p" else ()
         if not parsed.text.strip() and not has_media(parsed) and not earlier:
             await self._notice(parsed, texts.HELP)  # only a mention

@@ -227,3 +227,31 @@ async def test_a_joined_reply_counts_against_every_askers_budget(
         await bot.say("om_3", "@_user_1 one more", sender_open_id=CAROL, **GROUP)
         assert "today's budget of 1,000 tokens" in await bot.reply("om_3")
         assert len(llm_server.requests) == calls
+
+
+async def test_a_message_without_words_is_admitted_before_it_joins_a_reply(
+    tmp_path, feishu, llm_server, caplog
+):
+    # A bare mention in reply to a message (the bot reads the message replied to) has no
+    # words of its own: it must still pass the budgets before it joins someone's reply.
+    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    cost = costing({"prompt_tokens": 1200})
+    llm_server.handler = cost
+    settings = settings_for(
+        tmp_path, feishu, llm_server, larkgate_group_scope="chat", larkgate_user_daily_tokens=1000
+    )
+    async with running_bot(settings, feishu, llm_server) as bot:
+        await bot.say("om_0", "@_user_1 hello", sender_open_id=CAROL, **GROUP)
+        await bot.reply("om_0")
+        await bot.settle()  # Carol's day is spent
+        model = Held(cost)
+        llm_server.handler = model
+        await bot.say("om_1", "@_user_1 summarise the thread", sender_open_id=BOB, **GROUP)
+        await asyncio.wait_for(model.entered.wait(), 10)
+        await bot.say("om_2", "@_user_1", sender_open_id=CAROL, parent_id="om_0", **GROUP)
+        refusal = await bot.reply("om_2")
+        assert "today's budget of 1,000 tokens" in refusal
+        assert "message om_2 joined conversation" not in caplog.text
+        model.release.set()
+        await bot.reply("om_1")
+        await bot.settle()
