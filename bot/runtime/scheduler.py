@@ -161,8 +161,10 @@ class ScheduledRuns:
         owner = self._config.owner
         if outcome.closed:
             refused = await self._store.finish_refused(firing, owner=owner, reason=outcome.detail)
-            if refused is not None:  # None: taken over, and told by whoever took it
-                await self._tell(refused.creator, _closed_text(refused, outcome.detail))
+            # Told once: by the refusal that paused the task (or ended a one-off). None: it
+            # was taken over, and whoever took it tells.
+            if refused is not None and (refused.paused or refused.task.state == "done"):
+                await self._tell(refused.task.creator, _closed_text(refused.task, outcome.detail))
             return
         finished = await self._store.finish(
             firing,

@@ -137,18 +137,16 @@ _RECORD_FAILED = (
     .returning(*tasks.c)
 )
 # A firing refused before it ran, for a cause that holds until someone changes it (its chat
-# is closed to its creator): an active task pauses at once; not a failure in a row.
-_RECORD_REFUSED = (
+# is closed to its creator): an active task pauses at once; not a failure in a row. Of two
+# refusals at once (a taken-over firing and the next due time), one pauses it.
+_REFUSED = {"last_run_at": NOW, "last_outcome": bindparam("p_outcome"), "updated_at": NOW}
+_PAUSE_REFUSED = (
     update(tasks)
-    .where(TASK)
-    .values(
-        last_run_at=NOW,
-        last_outcome=bindparam("p_outcome"),
-        state=case((_t.state == ACTIVE, PAUSED), else_=_t.state),
-        updated_at=NOW,
-    )
+    .where(TASK, _t.state == ACTIVE)
+    .values(**_REFUSED, state=PAUSED)
     .returning(*tasks.c)
 )
+_NOTE_REFUSED = update(tasks).where(TASK).values(**_REFUSED).returning(*tasks.c)
 _FIRING = (_f.task_id == bindparam("p_task"), _f.due_at == bindparam("p_due"))
 _HELD = (*_FIRING, _f.owner == bindparam("p_owner"), _f.state == RUNNING)
 RENEW = update(_firings).where(*_HELD).values(lease_until=bindparam("p_until"), updated_at=NOW)
@@ -335,13 +333,31 @@ def _retried(row: Mapping[Any, Any], max_attempts: int) -> bool:
     return bool(row["task_state"] != CANCELLED and row["attempt"] < max_attempts)
 
 
-def finish(
-    connection: Connection, params: dict[str, Any], ok: bool, refused: bool = False
-) -> ScheduledTask | None:
-    """Mark the firing done or failed, and record the outcome on its task (``refused``: it
-    did not run, and its task pauses)."""
+def finish(connection: Connection, params: dict[str, Any], ok: bool) -> ScheduledTask | None:
+    """Mark the firing done or failed, and record the outcome on its task."""
     if connection.execute(_FINISH, params).rowcount != 1:
         return None  # taken over: the new holder records the outcome
-    record = _RECORD_REFUSED if refused else _RECORD_OK if ok else _RECORD_FAILED
+    record = _RECORD_OK if ok else _RECORD_FAILED
     row = connection.execute(record, {**params, "p_id": params["p_task"]}).mappings().first()
     return None if row is None else task_of(row)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A firing refused before it ran: its task as now recorded, and whether this refusal
+    paused it (its creator is then told, once)."""
+
+    task: ScheduledTask
+    paused: bool
+
+
+def refuse(connection: Connection, params: dict[str, Any]) -> Refused | None:
+    """Mark the firing failed, note the refusal on its task and pause an active task."""
+    if connection.execute(_FINISH, params).rowcount != 1:
+        return None  # taken over: the new holder records the outcome
+    task = {**params, "p_id": params["p_task"]}
+    row = connection.execute(_PAUSE_REFUSED, task).mappings().first()
+    if row is not None:
+        return Refused(task_of(row), paused=True)
+    row = connection.execute(_NOTE_REFUSED, task).mappings().first()
+    return None if row is None else Refused(task_of(row), paused=False)

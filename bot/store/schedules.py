@@ -56,6 +56,7 @@ from bot.store.schedule_firings import (
     TASK,
     TASK_STATES,
     Firing,
+    Refused,
     ScheduledTask,
     claim,
     due_tasks,
@@ -64,6 +65,7 @@ from bot.store.schedule_firings import (
     firing_insert,
     held,
     plan,
+    refuse,
     select_tasks,
     take_over,
     task_of,
@@ -75,6 +77,7 @@ __all__ = [
     "DONE_LISTED_SECONDS",
     "TASK_STATES",
     "Firing",
+    "Refused",
     "ScheduleStore",
     "ScheduledTask",
     "TooManyTasks",
@@ -284,15 +287,14 @@ class ScheduleStore:
         }
         return await self._db.transact(finish, params, ok)
 
-    async def finish_refused(
-        self, firing: Firing, *, owner: str, reason: str
-    ) -> ScheduledTask | None:
+    async def finish_refused(self, firing: Firing, *, owner: str, reason: str) -> Refused | None:
         """Record a firing that was refused before it ran, for a cause that lasts until
         someone changes it (its chat is closed to its creator): the firing fails with
         `reason`, the task's last outcome is "not run: <reason>", and an active task is
         paused at once (the next due time would be refused the same; a one-off is done
-        already). Not a failure in a row: `failures` is left as it was. None, and nothing
-        written, when `owner` no longer holds the firing."""
+        already); `Refused.paused` says whether this call paused it. Not a failure in a
+        row: `failures` is left as it was. None, and nothing written, when `owner` no longer
+        holds the firing."""
         params = {
             **held(firing, owner),
             "p_state": FIRING_FAILED,
@@ -300,7 +302,7 @@ class ScheduleStore:
             "p_outcome": failed_outcome(reason, kind=NOT_RUN),
             "now": self._clock(),
         }
-        return await self._db.transact(finish, params, False, True)
+        return await self._db.transact(refuse, params)
 
 
 # The transactions, run by `Database.transact` with a synchronous connection.

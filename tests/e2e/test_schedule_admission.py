@@ -75,6 +75,11 @@ async def fires(bot: Bot, clock: Clock, count: int) -> None:
     bot.services.scheduled_runs.wake()
     await bot.wait_for(lambda: len(headers(bot)) == count)
     await bot.reply(headers(bot)[-1].message_id)
+
+    async def recorded() -> bool:
+        return (await the_task(bot)).last_outcome == "ok"
+
+    await bot.wait_for(recorded)  # the firing is over, not left to be taken over
     await bot.settle()
 
 

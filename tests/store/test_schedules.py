@@ -396,13 +396,27 @@ async def test_a_refused_firing_pauses_its_task_at_once_without_counting_a_failu
     (firing,), _ = await claim(store, "a")
     assert await store.finish_refused(firing, owner="b", reason="gone") is None  # not b's
     refused = await store.finish_refused(firing, owner="a", reason="the bot left\nthe group")
-    assert refused is not None
-    assert (refused.state, refused.failures) == ("paused", 1)
-    assert refused.last_outcome == "not run: the bot left the group"
-    assert refused.last_run_at == clock.now
-    clock.now = refused.next_run_at
+    assert refused is not None and refused.paused
+    assert (refused.task.state, refused.task.failures) == ("paused", 1)
+    assert refused.task.last_outcome == "not run: the bot left the group"
+    assert refused.task.last_run_at == clock.now
+    clock.now = refused.task.next_run_at
     assert await claim(store, "a") == ([], [])  # paused: nothing fires
     assert await store.finish(firing, owner="a", ok=True) is None  # the firing is over
+
+
+async def test_of_two_refused_firings_at_once_one_pauses_the_task(db, clock):
+    """A firing taken over from a process that died, and the next due time, both refused:
+    one of them paused the task (its creator is told once)."""
+    store = ScheduleStore(db, clock=clock)
+    task = await new_task(store, next_run_at=clock.now)
+    await claim(store, "dead")
+    clock.now = (await store.get(task.id)).next_run_at + 1  # the next hour, a lease gone by
+    fired, _ = await claim(store, "a")
+    assert len(fired) == 2
+    refusals = [await store.finish_refused(f, owner="a", reason="closed") for f in fired]
+    assert [r.paused for r in refusals if r is not None] == [True, False]
+    assert {r.task.state for r in refusals if r is not None} == {"paused"}
 
 
 async def test_a_refused_one_off_stays_done(db, clock):
@@ -410,8 +424,9 @@ async def test_a_refused_one_off_stays_done(db, clock):
     await new_task(store, kind="at", next_run_at=clock.now)
     (firing,), _ = await claim(store, "a")
     refused = await store.finish_refused(firing, owner="a", reason="not allowed")
-    assert refused is not None and (refused.state, refused.failures) == ("done", 0)
-    assert refused.last_outcome == "not run: not allowed"
+    assert refused is not None and not refused.paused
+    assert (refused.task.state, refused.task.failures) == ("done", 0)
+    assert refused.task.last_outcome == "not run: not allowed"
 
 
 async def test_a_due_time_fires_once_even_when_set_again(db, clock):
