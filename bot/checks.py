@@ -268,8 +268,9 @@ def _session_grants(settings: Settings) -> CheckResult:
         True,
         "on in group conversations everyone shares ("
         + ", ".join(shared)
-        + "): a grant covers only its requester and tool, but lets that person run the tool "
-        "with any arguments until /reset; set [approvals] session_grants = false in "
+        + "): a grant covers only the people its card named and the tool (a call runs "
+        "unasked only when every asker holds one), but lets them run the tool with any "
+        "arguments until /reset; set [approvals] session_grants = false in "
         "larkgate.toml to make every call ask",
         warn=True,
     )
