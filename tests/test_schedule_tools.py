@@ -29,9 +29,15 @@ from bot.runtime.turns import TurnContext
 from bot.store import Database, upgrade_async
 from bot.store.schedules import ScheduledTask, ScheduleStore
 
+from support.schedules import daily_task
+
 BOB, CAROL, ADMIN = "ou_bob", "ou_carol", "ou_admin"
 GROUP, OTHER, DM = "oc_team", "oc_other", "oc_dm_bob"
-IN_AN_HOUR = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
+
+
+def in_an_hour() -> str:
+    """An ``at`` an hour from now, read when a test runs (never at import)."""
+    return datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
 
 
 def turn(
@@ -90,27 +96,16 @@ def tools_of(store: ScheduleStore, **options: Any) -> ScheduleTools:
 
 
 async def add(store: ScheduleStore, creator: str, chat_id: str, prompt: str) -> ScheduledTask:
-    return await store.create(
-        name=prompt,
-        prompt=prompt,
-        creator=creator,
-        chat_id=chat_id,
-        chat_type="p2p" if chat_id.startswith("oc_dm") else "group",
-        thread_id="",
-        reply_to="",
-        kind="cron",
-        expression="0 9 * * *",
-        timezone="UTC",
-        next_run_at=time.time() + 3600,
-        created_in_run="",
-        max_per_creator=20,
+    chat_type = "p2p" if chat_id.startswith("oc_dm") else "group"
+    return await daily_task(
+        store, creator=creator, chat_id=chat_id, chat_type=chat_type, prompt=prompt
     )
 
 
 async def test_a_reply_someone_joined_schedules_nothing(store):
     tools = tools_of(store)
     with serving(turn(joined=[CAROL])), pytest.raises(ToolError, match="several people"):
-        await tools.schedule_task("Stretch", at=IN_AN_HOUR)
+        await tools.schedule_task("Stretch", at=in_an_hour())
     assert await store.list(creator=None) == []
 
 
@@ -125,7 +120,7 @@ async def test_someone_joining_before_the_task_is_stored_stops_it(store):
 
     tools = tools_of(store, time_zone_of=zone_of)
     with serving(turn(joined=joined)), pytest.raises(ToolError) as refused:
-        await tools.schedule_task("Stretch", at=IN_AN_HOUR)
+        await tools.schedule_task("Stretch", at=in_an_hour())
     assert str(refused.value) == SEVERAL_ASKERS
     assert await store.list(creator=None) == []
 
@@ -133,7 +128,7 @@ async def test_someone_joining_before_the_task_is_stored_stops_it(store):
 async def test_the_starters_own_follow_ups_still_schedule_as_him(store):
     tools = tools_of(store)
     with serving(turn(joined=[BOB, BOB])):
-        assert (await tools.schedule_task("Stretch", at=IN_AN_HOUR)).startswith("Scheduled task")
+        assert (await tools.schedule_task("Stretch", at=in_an_hour())).startswith("Scheduled task")
     (task,) = await store.list(creator=None)
     assert (task.creator, task.chat_id, task.chat_type) == (BOB, GROUP, "group")
 

@@ -22,12 +22,17 @@ from bot.runtime.schedule_tools import SEVERAL_ASKERS
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.schedules import daily_task
 
 BOB, CAROL, ADMIN = "ou_bob", "ou_carol", "ou_admin"
 GROUP_ID = "oc_team"
 MENTION = [("@_user_1", BOT_OPEN_ID, "larkgate")]
 GROUP = {"chat_type": "group", "chat_id": GROUP_ID, "mentions": MENTION}
-IN_AN_HOUR = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
+
+
+def in_an_hour() -> str:
+    """An ``at`` an hour from now, read when a test runs (never at import)."""
+    return datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
 
 
 class Lookup:
@@ -96,7 +101,7 @@ async def test_a_reply_carol_joined_schedules_nothing_for_bob(tmp_path, feishu, 
     caplog.set_level(logging.INFO, logger="bot.runtime.messages")
     lookup = Lookup()
     llm_server.handler = looks_up_then(
-        "schedule_task", {"prompt": "Tell the team to stretch", "at": IN_AN_HOUR}
+        "schedule_task", {"prompt": "Tell the team to stretch", "at": in_an_hour()}
     )
     settings = settings_for(tmp_path, feishu, llm_server)
     async with running_bot(settings, feishu, llm_server, tools=[lookup.tool()]) as bot:
@@ -122,7 +127,7 @@ async def test_carol_joining_while_the_approval_waits_stores_no_task(
         if body.get("stream"):
             return Reply(content="Result: " + body["messages"][-1]["content"][-800:])
         if not seen:
-            args = {"prompt": "Tell the team to stretch", "at": IN_AN_HOUR}
+            args = {"prompt": "Tell the team to stretch", "at": in_an_hour()}
             return Reply(tool_calls=[("c0", "schedule_task", args)])
         return Reply(content="done: " + " | ".join(seen))
 
@@ -150,20 +155,8 @@ async def test_carol_joining_while_the_approval_waits_stores_no_task(
 
 
 async def add_task(bot: Bot, creator: str, prompt: str) -> Any:
-    return await bot.services.schedules.create(
-        name=prompt,
-        prompt=prompt,
-        creator=creator,
-        chat_id=GROUP_ID,
-        chat_type="group",
-        thread_id="",
-        reply_to="",
-        kind="cron",
-        expression="0 9 * * *",
-        timezone="UTC",
-        next_run_at=time.time() + 3600,
-        created_in_run="",
-        max_per_creator=20,
+    return await daily_task(
+        bot.services.schedules, creator=creator, chat_id=GROUP_ID, prompt=prompt
     )
 
 

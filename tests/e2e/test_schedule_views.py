@@ -7,7 +7,6 @@ card and the card's redraw after a click. In a direct message an admin still see
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from bot.feishu.schedules_card import cancel_value
@@ -16,6 +15,7 @@ from bot.governance.seal import SEAL_FIELD, ButtonSeal
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.schedules import daily_task
 
 ADMIN, BOB, CAROL = "ou_admin", "ou_bob", "ou_carol"
 GROUP_ID, OTHER_GROUP, BOBS_DM, ADMINS_DM = "oc_team", "oc_other", "oc_dm_bob", "oc_dm_admin"
@@ -28,20 +28,12 @@ HERE = "Post the standup notes"  # Bob's, in this group
 
 
 async def add(bot: Bot, creator: str, chat_id: str, chat_type: str, prompt: str) -> Any:
-    return await bot.services.schedules.create(
-        name=prompt,
-        prompt=prompt,
+    return await daily_task(
+        bot.services.schedules,
         creator=creator,
         chat_id=chat_id,
         chat_type=chat_type,
-        thread_id="",
-        reply_to="",
-        kind="cron",
-        expression="0 9 * * *",
-        timezone="UTC",
-        next_run_at=time.time() + 3600,
-        created_in_run="",
-        max_per_creator=20,
+        prompt=prompt,
     )
 
 
