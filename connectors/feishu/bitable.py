@@ -12,15 +12,19 @@ from lark_oapi.api.bitable.v1 import (
     Condition,
     CreateAppTableRecordRequest,
     FilterInfo,
+    GetAppRequest,
     SearchAppTableRecordRequest,
     SearchAppTableRecordRequestBody,
     Sort,
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from connectors.base import action
+from connectors.base import ToolError, action
 
+from .audience import current_audience
 from .common import WorkspaceTools, clip, items_of, more_hint, object_of, stable_id
+from .docs import not_shared
+from .shares import is_token
 from .times import format_time
 
 _CELL_CHARS = 200
@@ -58,7 +62,9 @@ class BitableCondition(BaseModel):
 
 
 class BitableTools(WorkspaceTools):
-    # The app reads and writes only the Bases it was added to.
+    # The app reads and writes only the Bases it was added to. It reads one for a run only
+    # when its audience may open it (shares.py), and never one with advanced permissions,
+    # whose per-role rules on tables and rows no app-token call reveals.
 
     @action(side_effect="read")
     async def feishu_search_bitable_records(
@@ -75,7 +81,8 @@ class BitableTools(WorkspaceTools):
         page_token: str | None = None,
     ) -> str:
         """Find records in a Feishu Base (bitable) table, optionally filtered and sorted.
-        The app must have been added to the Base. Date columns show as dates.
+        The app must have been added to the Base, and the Base shared with the asker (in
+        a group chat: with this chat). Date columns show as dates.
 
         Args:
             app_token: The Base's app_token (bascn...), or the Base URL.
@@ -89,10 +96,17 @@ class BitableTools(WorkspaceTools):
             limit: The most records to return (default: the configured page size).
             page_token: From a previous result's "more" line, to continue.
         """
+        audience = current_audience("Searching a Base")
+        base = _base_token(app_token)
+        if not is_token(base) or not is_token(table_id):
+            raise ToolError("app_token and table_id are letters and digits (or give the Base URL)")
+        if not await self._shares.audience_may_open(audience, "bitable", base):
+            raise ToolError(not_shared(audience, f"Base {base}"))
+        await self._refuse_advanced(base)
         body = _search_body(conditions, conjunction, field_names, sort_field, sort_desc, view_id)
         request = (
             SearchAppTableRecordRequest.builder()
-            .app_token(_base_token(app_token))
+            .app_token(base)
             .table_id(table_id)
             .user_id_type(self.settings.user_id_type)
             .page_size(limit or self.settings.page_size)
@@ -130,6 +144,16 @@ class BitableTools(WorkspaceTools):
         record = object_of(data, "record")
         written = _fields_text(record.get("fields") or fields, self._tz)
         return f"Created record {record.get('record_id')} in table {table_id}: {written}"
+
+    async def _refuse_advanced(self, base: str) -> None:
+        request = GetAppRequest.builder().app_token(base).build()
+        data = await self._data("bitable.app.get", request, "Reading the Base's settings")
+        if object_of(data, "app").get("is_advanced") is True:
+            raise ToolError(
+                f"Base {base} uses advanced permissions (who sees which tables and rows is "
+                "set per role inside the Base), which the bot cannot check for anyone as the "
+                "app. Nothing was read. Open the Base in Feishu yourself."
+            )
 
     def _render_records(self, table_id: str, data: dict[str, Any]) -> str:
         records = items_of(data)

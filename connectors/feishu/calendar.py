@@ -13,24 +13,37 @@ from lark_oapi.api.calendar.v4 import (
     CreateCalendarEventAttendeeRequestBody,
     CreateCalendarEventRequest,
     EventLocation,
+    ListCalendarEventAttendeeRequest,
     ListCalendarEventRequest,
     PrimaryCalendarRequest,
     TimeInfo,
 )
 from pydantic import Field
 
+from bot.feishu.errors import FeishuError
 from connectors.base import ToolError, action
 
+from .audience import Audience, current_audience, readers_text
+from .brief_cache import BriefCache
 from .common import WorkspaceTools, clip, items_of, object_of, stable_id
+from .errors import tool_error
 from .times import format_time, from_epoch
 
 EVENT_WINDOW = 500  # events asked for per time range (Feishu answers one page, no paging)
 _MAX_RANGE = timedelta(days=730)  # Feishu refuses event ranges over 2 years
+# Each event's attendees are one call: a listing asks for at most this many.
+MAX_EVENT_CHECKS = 30
+_ATTENDEE_PAGES = 5  # of 100 attendees: past that, a chat or person is not found there
+# (people, chats) an event was sent to.
+Invited = tuple[frozenset[str], frozenset[str]]
 
 
 class CalendarTools(WorkspaceTools):
-    # "primary" is the *bot's* primary calendar: people see its events only as invitees.
+    # "primary" is the *bot's* primary calendar: people see its events only as invitees,
+    # so a listing shows the events whose attendees cover everyone reading the answer,
+    # and no calendar but the bot's own (which the app may read where a person may not).
     _primary_calendar: str | None = None  # looked up once per connector
+    _invited_cache: BriefCache[tuple[str, str], Invited] | None = None
 
     @action(side_effect="read")
     async def feishu_list_calendar_events(
@@ -40,7 +53,9 @@ class CalendarTools(WorkspaceTools):
         calendar_id: str | None = None,
         limit: Annotated[int | None, Field(ge=1, le=200)] = None,
     ) -> str:
-        """List the events of a calendar in a time range (default: the next 7 days).
+        """List the events of the bot's calendar in a time range (default: the next 7
+        days) that the asker was invited to (in a group chat: this chat, or everyone in
+        it). For the asker's own calendar, use feishu_my_calendar_events.
 
         Args:
             start: Range start: ISO 8601 (2025-05-01T09:00) or unix time; default: now.
@@ -48,9 +63,10 @@ class CalendarTools(WorkspaceTools):
             calendar_id: The calendar; default the configured one ("primary": the bot's calendar).
             limit: The most events to return, earliest first (default: the page size).
         """
+        audience = current_audience("Listing calendar events")
         limit = limit or self.settings.page_size
         begin, until = self._listing_range(start, end)
-        calendar = await self._calendar_id(calendar_id)
+        calendar = await self._own_calendar(calendar_id)
         request = (
             ListCalendarEventRequest.builder()
             .calendar_id(calendar)
@@ -61,13 +77,22 @@ class CalendarTools(WorkspaceTools):
             .build()
         )
         data = await self._data("calendar.event.list", request, "Listing calendar events")
+        raw = items_of(data)
+        visible, unchecked = await self._invited_events(audience, calendar, raw, limit)
         span = self._span(begin, until)
-        return self._listing(
-            items_of(data),
+        invited = _invited_text(audience)
+        text = self._listing(
+            visible,
             limit,
-            empty=f"No events on calendar {calendar} from {span}.",
-            heading=lambda shown: f"Events on calendar {calendar} from {span}, {shown} shown:",
+            empty=f"No events on calendar {calendar} from {span} that {invited} invited to.",
+            heading=lambda shown: (
+                f"Events on calendar {calendar} from {span} that {invited} invited to, "
+                f"{shown} shown:"
+            ),
         )
+        if unchecked or len(raw) >= EVENT_WINDOW:
+            text += "\n[More events in this range were not looked at: narrow the range.]"
+        return text
 
     @action(side_effect="write")
     async def feishu_create_calendar_event(
@@ -118,6 +143,74 @@ class CalendarTools(WorkspaceTools):
         elif self.settings.calendar_id == "primary" and calendar_id in (None, "primary"):
             lines.append("Nobody is invited: on the bot's calendar only attendees see it.")
         return "\n".join(lines)
+
+    async def _own_calendar(self, calendar_id: str | None) -> str:
+        """The bot's calendar ``calendar_id`` names (the configured one by default);
+        refused for any other calendar."""
+        wanted = (calendar_id or "").strip()
+        primary = await self._calendar_id("primary")
+        if wanted in ("", "primary", self.settings.calendar_id.strip(), primary):
+            return await self._calendar_id(wanted or None)
+        raise ToolError(
+            "feishu_list_calendar_events reads only the bot's own calendar: the app may "
+            "read calendars that the people asking may not, and Feishu does not tell the bot "
+            "who may read another calendar. Nothing was read. For your own calendar use "
+            "feishu_my_calendar_events; a shared calendar, open in Feishu."
+        )
+
+    async def _invited_events(
+        self, audience: Audience, calendar: str, raw: list[dict[str, Any]], limit: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to ``limit`` + 1 events of ``raw`` (earliest first) whose attendees cover the
+        audience, and whether some were left unchecked (at most MAX_EVENT_CHECKS are)."""
+        candidates = sorted((e for e in raw if e.get("status") != "cancelled"), key=event_start)
+        visible: list[dict[str, Any]] = []
+        for checked, event in enumerate(candidates):
+            if len(visible) > limit:
+                break
+            if checked >= MAX_EVENT_CHECKS:
+                return visible, True
+            people, chats = await self._invited().get((calendar, str(event.get("event_id"))))
+            if await self._access.covers(audience, people, chats):
+                visible.append(event)
+        return visible, False
+
+    def _invited(self) -> BriefCache[tuple[str, str], Invited]:
+        if self._invited_cache is None:
+            self._invited_cache = BriefCache(self._fetch_invited, clock=self._clock)
+        return self._invited_cache
+
+    async def _fetch_invited(self, key: tuple[str, str]) -> Invited:
+        calendar, event_id = key
+        people: set[str] = set()
+        chats: set[str] = set()
+        page_token = ""
+        for _ in range(_ATTENDEE_PAGES):
+            request = (
+                ListCalendarEventAttendeeRequest.builder()
+                .calendar_id(calendar)
+                .event_id(event_id)
+                .user_id_type("open_id")
+                .page_size(100)
+            )
+            if page_token:
+                request.page_token(page_token)
+            try:
+                body = await self._client().call("calendar.attendee.list", request.build())
+            except FeishuError as exc:
+                if type(exc) is FeishuError and (exc.http_status or 0) < 500:
+                    break  # the event is gone, or its attendees are not the app's to see
+                raise tool_error(exc, "Checking who an event was sent to") from exc
+            data = object_of(body, "data")
+            for attendee in items_of(data):
+                if attendee.get("type") == "user" and attendee.get("user_id"):
+                    people.add(str(attendee["user_id"]))
+                elif attendee.get("type") == "chat" and attendee.get("chat_id"):
+                    chats.add(str(attendee["chat_id"]))
+            page_token = str(data.get("page_token") or "")
+            if not data.get("has_more") or not page_token:
+                break
+        return frozenset(people), frozenset(chats)
 
     def _listing_range(self, start: str | None, end: str | None) -> tuple[datetime, datetime]:
         begin = self._when(start, "start") if start else datetime.now(self._tz)
@@ -223,6 +316,12 @@ class CalendarTools(WorkspaceTools):
 
     def _shown(self, moment: datetime) -> str:
         return format_time(moment, self._tz)
+
+
+def _invited_text(audience: Audience) -> str:
+    """'you were' / 'everyone in this group chat was': who an event must have invited."""
+    who = readers_text(audience)
+    return f"{who} were" if who == "you" else f"{who} was"
 
 
 def attendees_request(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any, TypeVar
@@ -16,8 +17,12 @@ from bot.feishu.errors import FeishuError
 from bot.timezones import time_zone
 from connectors.base import Connector, ConnectorContext, ToolError
 
+from .access import ReadAccess
+from .brief_cache import BriefCache
 from .errors import tool_error, user_tool_error
+from .members import chat_is_external, chat_members
 from .settings import FeishuWorkspaceSettings
+from .shares import Shares
 from .times import parse_time
 
 _IDS = UUID("5f0c7d52-7a51-4d0c-9d0e-6c1f7a3f2b10")  # namespace of our idempotency keys
@@ -62,10 +67,24 @@ class UserCall:
 class WorkspaceTools(Connector):
     """The base of each tool family; :class:`FeishuWorkspace` mixes the families together."""
 
-    def __init__(self, settings: FeishuWorkspaceSettings, context: ConnectorContext) -> None:
+    def __init__(
+        self,
+        settings: FeishuWorkspaceSettings,
+        context: ConnectorContext,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(settings, context)
         self.settings: FeishuWorkspaceSettings = settings
         self._tz: tzinfo = time_zone(settings.timezone)
+        # Who may read what the app reads (audience.py, access.py): Feishu's answers about
+        # chats and shares are kept for a minute of ``clock``.
+        self._clock = clock
+        self._access = ReadAccess(
+            BriefCache(lambda chat_id: chat_members(self._client(), chat_id), clock=clock),
+            BriefCache(lambda chat_id: chat_is_external(self._client(), chat_id), clock=clock),
+        )
+        self._shares = Shares(self._client, self._access, clock)
 
     def _client(self) -> FeishuClient:
         client = self.context.feishu

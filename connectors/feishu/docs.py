@@ -20,7 +20,9 @@ from pydantic import Field
 
 from connectors.base import ToolError, action
 
+from .audience import Audience, current_audience, readers_text
 from .common import WorkspaceTools, object_of, stable_id
+from .shares import is_token
 
 _BLOCKS_PER_CALL = 50  # docx block children create takes at most 50 blocks
 _DOCX_URL = re.compile(r"/docx/([A-Za-z0-9]+)")
@@ -28,24 +30,31 @@ _DOCX_URL = re.compile(r"/docx/([A-Za-z0-9]+)")
 
 class DocumentTools(WorkspaceTools):
     # The app reads only what was shared with it, and owns what it creates: a new
-    # document is visible to people only in a folder they can open (folder_token).
+    # document is visible to people only in a folder they can open (folder_token). It
+    # reads a document for a run only when its audience may open it (shares.py).
 
     @action(side_effect="read", max_result_chars=101_000)
     async def feishu_read_document(
         self,
         document_id: Annotated[str, Field(min_length=1)],
     ) -> str:
-        """Read the plain text of a Feishu document (docx) shared with the app.
+        """Read the plain text of a Feishu document (docx) shared with the app and with
+        the asker (in a group chat: with this chat).
 
         Args:
             document_id: The document's id (doxcn... or the token in its /docx/ URL), or its URL.
         """
+        audience = current_audience("Reading a document")
         if "/wiki/" in document_id:
             raise ToolError(
                 "wiki links are not supported here; open the page and use its /docx/ link or id"
             )
         match = _DOCX_URL.search(document_id)
         doc = match.group(1) if match else document_id.strip()
+        if not is_token(doc):
+            raise ToolError(f"{doc!r} is not a document id (letters and digits) or /docx/ link")
+        if not await self._shares.audience_may_open(audience, "docx", doc):
+            raise ToolError(not_shared(audience, f"document {doc}"))
         request = RawContentDocumentRequest.builder().document_id(doc).lang(0).build()
         data = await self._data("docx.document.raw_content", request, "Reading the document")
         text = str(data.get("content") or "")
@@ -112,6 +121,24 @@ class DocumentTools(WorkspaceTools):
         return f"Added {added} paragraphs."
 
 
+def not_shared(audience: Audience, what: str) -> str:
+    """Why a document or Base is not read for this audience, and what the person can do."""
+    if not audience.direct:
+        return (
+            f"In a group chat the bot reads {what} only when it is shared with this group "
+            "(everyone here reads the answer). Nothing was read. Share it with this group "
+            "chat in Feishu, or ask the bot in a direct message."
+        )
+    who = readers_text(audience)
+    return (
+        f"The bot reads {what} for {who} only when Feishu shows it shared with {who} "
+        "directly, or with a group chat you are in, or owned by you; a share through a "
+        "department, a folder or a company-wide link is not one the bot can check. Nothing "
+        "was read. Ask its owner to share it with you (or with a group chat you are in), "
+        "then ask again, or open it in Feishu yourself."
+    )
+
+
 def _blocks(content: str) -> list[Block]:
     """docx blocks for ``content``: one per line, with a little markdown understood."""
     blocks: list[Block] = []
@@ -157,4 +184,4 @@ def _block(block_type: int, kind: str, text: str) -> Block:
     return builder.build()
 
 
-__all__ = ["DocumentTools"]
+__all__ = ["DocumentTools", "not_shared"]

@@ -13,6 +13,7 @@ from pydantic import Field
 from bot.feishu.post import flatten_card, flatten_post_json
 from connectors.base import ToolError, action
 
+from .audience import Audience, current_audience, readers_text
 from .common import clip, items_of, stable_id
 from .times import format_time, from_epoch
 from .users import UserTools
@@ -31,7 +32,8 @@ class MessageTools(UserTools):
         start_time: str | None = None,
         end_time: str | None = None,
     ) -> str:
-        """Read the latest messages of a chat the bot is in, newest first.
+        """Read the latest messages of a chat, newest first: this chat, or (in a direct
+        message) another chat the asker is a member of and the bot is in.
 
         Args:
             chat_id: The chat's id (oc_...), e.g. from feishu_list_chats.
@@ -39,6 +41,10 @@ class MessageTools(UserTools):
             start_time: Only messages from this time: ISO 8601 (2025-05-01T09:00) or unix seconds.
             end_time: Only messages at or before this time: ISO 8601 or unix seconds.
         """
+        audience = current_audience("Reading a chat's messages")
+        chat_id = chat_id.strip()
+        if not await self._access.may_read_chat(audience, chat_id):
+            raise ToolError(_not_yours(audience, chat_id))
         limit = limit or self.settings.page_size
         messages = await self._latest_messages(chat_id, limit, start_time, end_time)
         if not messages:
@@ -136,6 +142,23 @@ class MessageTools(UserTools):
         text = _MENTION.sub(lambda m: _mention_name(m.group(0), message.get("mentions")), text)
         reply = " ↳" if message.get("parent_id") else ""
         return f"[{when}]{reply} {who}: {clip(text, _MESSAGE_CHARS)}"
+
+
+def _not_yours(audience: Audience, chat_id: str) -> str:
+    """Why another chat's messages are not read for this audience, and what to do."""
+    if not audience.direct:
+        return (
+            f"In a group chat the bot reads only this chat's messages ({audience.chat_id}): "
+            "everyone here reads its answer, and not everyone here is a member of "
+            f"{chat_id!r}. Nothing was read. To read another chat you are in, ask the bot "
+            "in a direct message."
+        )
+    who = readers_text(audience)
+    return (
+        f"The bot reads a chat's messages only for its members, and Feishu does not list "
+        f"{who} as a member of {chat_id!r} (or the bot is not in that chat). Nothing was "
+        "read. A member of that chat can ask, or ask to be added to it."
+    )
 
 
 def message_text(msg_type: Any, raw: Any) -> str:

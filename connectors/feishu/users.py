@@ -16,6 +16,7 @@ from pydantic import Field
 
 from connectors.base import ToolError, action
 
+from .audience import current_audience
 from .common import WorkspaceTools, items_of
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -28,7 +29,10 @@ _MOBILE = re.compile(r"^\+?[\d\s-]{6,20}$")
 class UserTools(WorkspaceTools):
     # Feishu's search by name (search/v1/user) accepts only a *user* token, so with the
     # tenant token emails and mobiles go through batch_get_id, and a name is matched
-    # against the direct members of one department, within the app's contact range.
+    # against the direct members of one department, within the app's contact range. That
+    # range is what the tenant's admin opened to this app for the people who may use it;
+    # it is never read for a run whose readers may include people of another company (an
+    # external group chat) or for no one in a chat.
 
     @action(side_effect="read")
     async def feishu_search_users(
@@ -45,6 +49,13 @@ class UserTools(WorkspaceTools):
             query: An email, a mobile number (+8613800000000), several comma-separated, or a name.
             limit: The most people to return.
         """
+        audience = current_audience("Looking people up in the company directory")
+        if not await self._access.inside_tenant(audience):
+            raise ToolError(
+                "This group chat is external (or Feishu did not say it is not): people of "
+                "another company may read the answer here, and the company directory is not "
+                "theirs to see. Nothing was looked up. Ask the bot in a direct message."
+            )
         parts = [part.strip() for part in re.split(r"[,;]", query) if part.strip()]
         exact = bool(parts) and all(_EMAIL.match(p) or _MOBILE.match(p) for p in parts)
         if exact:

@@ -1,7 +1,9 @@
 """The Feishu workspace tools, driven like the agent drives them, against the fake Feishu.
 
 Each tool runs through its engine ``Tool`` (schema validation, then the handler), the
-real ``FeishuClient`` and lark-oapi's request builders, over HTTP to ``FakeFeishu``.
+real ``FeishuClient`` and lark-oapi's request builders, over HTTP to ``FakeFeishu``, inside
+a turn of Alice's direct chat with the bot unless a test says whose turn it is (what each
+tool reads for whom: ``test_feishu_outsiders.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from connectors.feishu import FeishuWorkspace, FeishuWorkspaceSettings
 from connectors.mcp_names import builtin_tool_names
 
 from fakes.feishu_server import BOT_CALENDAR_ID, FakeFeishu
+from support.asked_turns import AskedTurn, dm, serving
 
 READS = {
     "feishu_search_users",
@@ -56,6 +59,7 @@ WRITES = {
 }
 BASE = {"app_token": "bascnFakeProjects", "table_id": "tblFakeTasks"}
 SHANGHAI = ZoneInfo("Asia/Shanghai")
+ALICE, BOB = "ou_fake_alice", "ou_fake_bob"
 
 
 def config_for(fake: FakeFeishu) -> FeishuConfig:
@@ -89,10 +93,14 @@ def tools(client: FeishuClient) -> dict[str, Tool]:
     return {tool.name: tool for tool in make_workspace(client).tools()}
 
 
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> str:
-    """What the engine does: validate against the schema, then call the handler."""
+async def run(
+    tools: dict[str, Tool], name: str, *, turn: AskedTurn | None = None, **arguments: Any
+) -> str:
+    """What the engine does: validate against the schema, then call the handler, in the
+    run of ``turn`` (Alice's direct message by default)."""
     tool = tools[name]
-    result = await tool.handler(**tool.validate_arguments(arguments))
+    with serving(turn or dm(ALICE)):
+        result = await tool.handler(**tool.validate_arguments(arguments))
     assert isinstance(result, str)
     return result
 
@@ -195,9 +203,10 @@ async def test_list_chats_pages_on(fake, tools) -> None:
     assert "Engineering · chat_id oc_fake_eng · Backend and infra" in text
     assert "oc_fake_launch" in text
     assert "oc_fake_hr" not in text  # the bot is not in it
+    assert "oc_fake_board" not in text  # Alice is not in it
 
     for n in range(5):
-        fake.workspace.add_chat(f"oc_more_{n}", f"More {n}", members={"ou_fake_alice"})
+        fake.workspace.add_chat(f"oc_more_{n}", f"More {n}", members={ALICE})
     first = await run(tools, "feishu_list_chats", limit=5)
     token = first.rpartition("page_token=")[2].rstrip("]")
     rest = await run(tools, "feishu_list_chats", limit=5, page_token=token)
@@ -242,12 +251,15 @@ async def test_chat_history_limit_time_range_and_recalled(fake, tools) -> None:
     assert "review the migration" in text and "Standup" not in text
 
 
-async def test_chat_history_of_unknown_or_foreign_chats(tools) -> None:
-    error = await refused(tools, "feishu_get_chat_history", chat_id="oc_does_not_exist")
-    assert "chat_id that does not exist" in error and "230001" in error
-
-    error = await refused(tools, "feishu_get_chat_history", chat_id="oc_fake_hr")
-    assert "add the bot to the group" in error
+async def test_chat_history_of_unknown_or_foreign_chats(fake, tools) -> None:
+    # A chat nobody knows, and one the bot is not in (Bob is), read the same: Feishu will
+    # not list their members, so nobody is confirmed a member, and nothing is read.
+    for chat_id, asker in (("oc_does_not_exist", ALICE), ("oc_fake_hr", BOB)):
+        with pytest.raises(ToolError) as caught:
+            await run(tools, "feishu_get_chat_history", turn=dm(asker), chat_id=chat_id)
+        assert "Nothing was read" in str(caught.value)
+        assert "or the bot is not in that chat" in str(caught.value)
+    assert fake.count("GET", "/im/v1/messages$") == 0
 
 
 async def test_send_message_then_read_it_back(fake, tools) -> None:
@@ -398,12 +410,22 @@ async def test_create_event_checks_times_and_reports_failed_invites(fake, tools)
     assert "17:00 to 2031-01-01 18:00" in text  # 09:00 UTC shown in Shanghai time
 
 
-async def test_calendar_the_app_cannot_read(tools) -> None:
+async def test_only_the_bots_own_calendar_is_read(fake, tools) -> None:
     error = await refused(
         tools,
         "feishu_list_calendar_events",
         calendar_id="feishu.cn_fakeprivate@group.calendar.feishu.cn",
     )
+    assert "reads only the bot's own calendar" in error
+    assert fake.count("GET", "fakeprivate") == 0
+    by_id = await run(tools, "feishu_list_calendar_events", calendar_id=BOT_CALENDAR_ID)
+    assert "Weekly sync" in by_id
+
+
+async def test_the_configured_calendar_the_app_cannot_read(fake, client) -> None:
+    private = "feishu.cn_fakeprivate@group.calendar.feishu.cn"
+    tools = {t.name: t for t in make_workspace(client, calendar_id=private).tools()}
+    error = await refused(tools, "feishu_list_calendar_events")
     assert "no access to that calendar" in error
 
 
@@ -446,7 +468,10 @@ async def test_create_task_shows_up_and_is_idempotent(fake, tools) -> None:
     due = datetime(2031, 3, 1, 18, tzinfo=SHANGHAI)
     assert int(body["due"]["timestamp"]) == int(due.timestamp() * 1000)
     assert [t.summary for t in fake.workspace.tasks.values()].count("Write the runbook") == 1
-    assert "Write the runbook · due 2031-03-01 18:00" in await run(tools, "feishu_list_tasks")
+    # Bob's task: he sees it; the tasklist's members (its chat's) see it there.
+    created = await run(tools, "feishu_list_tasks", turn=dm(BOB))
+    assert "Write the runbook · due 2031-03-01 18:00" in created
+    assert "Write the runbook" not in await run(tools, "feishu_list_tasks")
     listed = await run(tools, "feishu_list_tasks", tasklist_guid="fake-tasklist-launch")
     assert "Write the runbook" in listed
 
@@ -506,11 +531,11 @@ async def test_search_records_bad_names_and_no_access(tools) -> None:
     assert "field name does not exist" in error and "1254045" in error
 
     error = await refused(tools, "feishu_search_bitable_records", app_token="bascnX", table_id="t")
-    assert "app_token does not exist" in error
+    assert "does not exist" in error and "1063001" in error
     error = await refused(
         tools, "feishu_search_bitable_records", app_token="bascnFakeLocked", table_id="tblFakePay"
     )
-    assert "Add document app" in error
+    assert "share it with the app" in error
 
 
 async def test_create_record_shows_up_and_is_idempotent(fake, tools) -> None:
@@ -552,7 +577,8 @@ async def test_read_document_by_url(fake, tools) -> None:
 
 
 async def test_read_document_is_capped(fake, client) -> None:
-    fake.workspace.add_document("doxcnFakeLong", "Long", "\n".join(["lorem ipsum"] * 5000))
+    text = "\n".join(["lorem ipsum"] * 5000)
+    fake.workspace.add_document("doxcnFakeLong", "Long", text, readers={ALICE})
     tools = {t.name: t for t in make_workspace(client, document_max_chars=1000).tools()}
 
     text = await run(tools, "feishu_read_document", document_id="doxcnFakeLong")
@@ -565,7 +591,7 @@ async def test_read_document_is_capped(fake, client) -> None:
 async def test_read_documents_that_cannot_be_read(tools) -> None:
     assert "does not exist" in await refused(tools, "feishu_read_document", document_id="doxcnNo")
     error = await refused(tools, "feishu_read_document", document_id="doxcnFakeSecret")
-    assert "share the document with the app" in error
+    assert "share it with the app" in error
     error = await refused(tools, "feishu_read_document", document_id="https://x.feishu.cn/wiki/Wk1")
     assert "wiki" in error
 
@@ -585,6 +611,7 @@ async def test_create_document_with_content(fake, tools) -> None:
     assert document.folder_token == "fldcnFakeShared"
     kinds = [block["block_type"] for block in document.blocks]
     assert kinds == [3, 2, 12, 12, 13, 22, 14]
+    document.readers.add(ALICE)  # the app owns it; once shared with her, she may read it
     read = await run(tools, "feishu_read_document", document_id=document_id)
     assert "Launch plan\nPlan\nShip it.\none\ntwo\nfirst\n\nmake deploy" in read
     assert "share it" not in text  # it is in a shared folder
