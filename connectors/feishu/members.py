@@ -8,16 +8,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lark_oapi.api.im.v1 import GetChatMembersRequest, GetChatRequest
+from lark_oapi.api.im.v1 import GetChatRequest
 
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 
 from .errors import tool_error
 
-MEMBER_PAGE = 100  # Feishu's largest page of members
-# 2,000 people: a bigger chat is not listed whole, so nobody is confirmed absent from it
-# (and a group that big is not "everyone may read this" for a per-person grant).
+# 2,000 people (pages of 100): a bigger chat is not listed whole, so nobody is confirmed
+# absent from it (and a group that big is not "everyone may read this" for a per-person
+# grant).
 MAX_MEMBER_PAGES = 20
 # A chat id as Feishu writes them (oc_ and letters, digits, _ or -): anything else is
 # never put into a request path.
@@ -49,24 +49,15 @@ async def chat_members(client: FeishuClient, chat_id: str) -> ChatMembers:
     people: set[str] = set()
     page_token = ""
     for _ in range(MAX_MEMBER_PAGES):
-        request = (
-            GetChatMembersRequest.builder()
-            .chat_id(chat_id)
-            .member_id_type("open_id")
-            .page_size(MEMBER_PAGE)
-        )
-        if page_token:
-            request.page_token(page_token)
-        data = await _data(client, "im.chat.members.get", request.build())
-        if data is None:
-            return UNLISTED
-        people |= {
-            str(item["member_id"])
-            for item in data.get("items") or []
-            if isinstance(item, dict) and item.get("member_id")
-        }
-        page_token = str(data.get("page_token") or "")
-        if not data.get("has_more") or not page_token:
+        try:
+            page = await client.chat_members(chat_id, page_token=page_token)
+        except FeishuError as exc:
+            if _about_the_chat(exc):
+                return UNLISTED
+            raise tool_error(exc, "Checking the chat's members") from exc
+        people.update(page.open_ids)
+        page_token = page.next_page
+        if not page_token:
             return ChatMembers(frozenset(people), complete=True)
     return ChatMembers(frozenset(people), complete=False)
 
@@ -87,11 +78,17 @@ async def _data(client: FeishuClient, endpoint: str, request: Any) -> dict[str, 
     try:
         body = await client.call(endpoint, request)
     except FeishuError as exc:
-        if type(exc) is FeishuError and (exc.http_status or 0) < 500:
-            return None  # about this chat: the bot is not in it, there is no such chat
-        raise tool_error(exc, "Checking the chat's members") from exc
+        if _about_the_chat(exc):
+            return None
+        raise tool_error(exc, "Checking the chat") from exc
     data = body.get("data")
     return data if isinstance(data, dict) else {}
+
+
+def _about_the_chat(exc: FeishuError) -> bool:
+    """A refusal about this chat (the bot is not in it, there is no such chat), rather
+    than one about the call (scope, rate limit, network, a server error)."""
+    return type(exc) is FeishuError and (exc.http_status or 0) < 500
 
 
 __all__ = [
