@@ -49,15 +49,23 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
 Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public state)
     A small tenant the workspace tools read and change: users Alice Wang (ou_fake_alice),
     Bob Li (ou_fake_bob) in department "0" and 张伟 (ou_fake_zhang) in "od-fake-sales";
-    chats oc_fake_eng and oc_fake_launch (the bot is a member) and oc_fake_hr (it is not),
+    chats oc_fake_eng and oc_fake_launch (Alice and Bob; the bot is a member), oc_fake_hr
+    (the bot is not), oc_fake_board (Bob alone, with history Alice must never read through
+    the bot) and the external oc_fake_partners (Alice and a partner of another tenant),
     with history in oc_fake_eng (text, post, image, a text with an @mention); the bot's
     primary calendar ``BOT_CALENDAR_ID`` (events tomorrow, in 2 days, 3 days ago, a
-    cancelled one, an all-day one in 4 days) and a calendar the app may not read; tasks the
-    app created, one a person created, tasklists fake-tasklist-launch (app is a member) and
-    fake-tasklist-secret (not); Base bascnFakeProjects / tblFakeTasks (text, select,
-    person, number, date, multi select, checkbox, url columns; 4 records) and
-    bascnFakeLocked (no access); docs doxcnFakeHandbook and doxcnFakeSecret (no access);
-    folder fldcnFakeShared. Times are relative to now. ``add_user``, ``add_chat``,
+    cancelled one, an all-day one in 4 days, each with attendees; "Reorg briefing" for Bob
+    alone) and a calendar the app may not read; tasks the app created (each with members;
+    "Draft the reorg memo" Bob's alone), one a person created, tasklists
+    fake-tasklist-launch (shared with oc_fake_launch), fake-tasklist-leads (Bob) and
+    fake-tasklist-secret (app not a member); Base bascnFakeProjects / tblFakeTasks (text,
+    select, person, number, date, multi select, checkbox, url columns; 4 records; shared
+    with Bob and oc_fake_eng, Alice's), bascnFakeLevels (advanced permissions) and
+    bascnFakeLocked (no access); docs doxcnFakeHandbook (shared with Alice and
+    oc_fake_eng, Bob's), doxcnFakeBudget (Bob's alone), doxcnFakeLaunchPlan (shared with
+    oc_fake_launch) and doxcnFakeSecret (no access); folder fldcnFakeShared. Who may see
+    what follows Feishu: module ``drive`` answers a document's or Base's collaborators
+    and owner. Times are relative to now. ``add_user``, ``add_chat``,
     ``add_event``, ``add_task``, ``add_record``, ``add_document`` seed more.
     Lists answer ``data: {items, has_more, page_token}`` (the token is an offset) and
     check ``page_size`` against Feishu's range (99992402 outside it, or for a bad
@@ -68,6 +76,10 @@ Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public
     GET   /open-apis/contact/v3/users/find_by_department  direct members, page_size <= 50;
           an unknown department answers 40004
     GET   /open-apis/im/v1/chats                          the chats the bot is in, <= 100
+    GET   /open-apis/im/v1/chats/{chat_id}                the chat's facts (``external``,
+          ``user_count``); the bot not in it 232011, unknown 232006
+    GET   /open-apis/im/v1/chats/{chat_id}/members        its people (no bots), paged
+          <= 100, ``member_id_type`` (232015), ``tenant_key`` each; 232011 / 232006 as above
     GET   /open-apis/im/v1/messages?container_id_type=chat&container_id=..  sort_type
           ByCreateTimeAsc/Desc, start_time/end_time (seconds), page_size <= 50; the bot
           not in the chat: 230002; a chat nobody knows: 230001. Sent messages show up.
@@ -80,12 +92,17 @@ Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public
           ``idempotency_key`` returns the first event
     POST  .../events/{event_id}/attendees                  user/chat attendees (unknown
           ids 190002, unknown event 193001); inviting someone twice adds nothing
+    GET   .../events/{event_id}/attendees                  paged <= 100, people in the
+          ``user_id_type`` asked; reader access; unknown event 193001
     GET   /open-apis/task/v1/tasks                         with the tenant token: tasks the
           app created (v1 and v2 share ids here), ``task_completed``
+    GET   /open-apis/task/v2/tasklists/{guid}              its ``members`` (users, chats)
+          and ``owner``; unknown 1470404, app not a member 1470403
     GET   /open-apis/task/v2/tasklists/{guid}/tasks        unknown 1470404, app not a
           member 1470403; ``completed``
     POST  /open-apis/task/v2/tasks                         summary required, members must
           be known users with role assignee/follower (1470400); ``client_token``
+    GET   /open-apis/bitable/v1/apps/{app}                ``app`` with ``is_advanced``
     POST  /open-apis/bitable/v1/apps/{app}/tables/{table}/records/search   view_id,
           field_names (1254024), sort (1254016), filter with and/or conditions (unknown
           field 1254045, bad operator or value 1254018); text cells answer as segments
@@ -101,6 +118,9 @@ Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public
     POST  /open-apis/docx/v1/documents/{id}/blocks/{id}/children   the page block only;
           1-50 text/heading/bullet/ordered/code/quote/divider blocks (1770001 otherwise),
           ``index``, ``client_token``; the document's revision goes up
+    GET   /open-apis/drive/v1/permissions/{token}/members?type=docx|bitable   direct
+          collaborators (module ``drive``: refusals 1063001 / 1063002)
+    POST  /open-apis/drive/v1/metas/batch_query            owner and title; ``failed_list``
     Message create refuses a known chat the bot is not in (230002); with ``strict``, an
     unknown chat (230001) or user (230013).
 
