@@ -56,6 +56,7 @@ from .json_extract import extract_json
 from .llm import (
     LLM,
     LLMContextOverflow,
+    LLMDeadlineExceeded,
     LLMError,
     LLMRequestError,
     LLMResponse,
@@ -65,6 +66,7 @@ from .llm import (
     StreamDelta,
 )
 from .messages import ImagePart, Message, ToolCall, Usage
+from .model_deadline import ModelDeadline, model_deadline
 from .model_registry import ModelRegistry
 from .result import AgentResult, Step
 from .structured import StructuredCallResult, StructuredOutputError, structured_llm_call
@@ -92,6 +94,7 @@ __all__ = [
     "ImagePart",
     "InterruptQueue",
     "LLMContextOverflow",
+    "LLMDeadlineExceeded",
     "LLMError",
     "LLMRequestError",
     "LLMResponse",
@@ -101,6 +104,7 @@ __all__ = [
     "Message",
     "ModeChoice",
     "ModeSelector",
+    "ModelDeadline",
     "ModelRegistry",
     "OpenAICompatibleLLM",
     "PhaseEvent",
@@ -134,6 +138,7 @@ __all__ = [
     "current_run",
     "estimate_tokens",
     "extract_json",
+    "model_deadline",
     "rule_mode",
     "structured_llm_call",
     "tool",

@@ -7,6 +7,7 @@ Error tree (what a provider raises once its own retries are spent)::
 
     LLMError
     ├── LLMTransientError      429, 5xx, timeouts, connection failures: retries exhausted
+    │   └── LLMDeadlineExceeded the turn's model deadline passed (``model_deadline``)
     ├── LLMRequestError        the endpoint refused the request (4xx other than 429)
     │   └── LLMContextOverflow the prompt is larger than the model's context window
     ├── LLMResponseError       the endpoint answered something that is not a completion
@@ -100,6 +101,15 @@ class LLMError(Exception):
 
 class LLMTransientError(LLMError):
     """Rate limits, server errors or timeouts outlasted the provider's retries."""
+
+
+class LLMDeadlineExceeded(LLMTransientError):
+    """The model kept failing until the turn's model deadline passed; the turn gives up on
+    it (every later call of the turn raises this at once). See ``bot.engine.model_deadline``."""
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
 
 
 class LLMRequestError(LLMError):

@@ -6,7 +6,8 @@ reaches them through the ``openai`` SDK and translates the engine's ``Message`` 
 
 The SDK's own retries are switched off (``max_retries=0``): this module owns the retry
 loop, so backoff is ours to tune and a stream is never replayed once text has reached the
-reader (see ``stream_chat``).
+reader (see ``stream_chat``). Inside a turn's ``model_deadline``, that deadline bounds
+the retries of every call of the turn together (``bot.engine.model_deadline``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .llm import (
     StreamDelta,
 )
 from .messages import ZERO_USAGE, Message, ToolCall, Usage, decode_arguments
+from .model_deadline import current_model_deadline
 
 if TYPE_CHECKING:
     # The installed openai SDK is built on httpx2 (the successor of httpx); an
@@ -87,6 +89,7 @@ class OpenAICompatibleLLM:
         self._base_url = base_url
         self._api_key = api_key
         self._max_retries = max(0, max_retries)
+        self._timeout = timeout
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
         self._client = openai.AsyncOpenAI(
@@ -130,12 +133,14 @@ class OpenAICompatibleLLM:
         )
         attempt = 0
         while True:
+            started = self._attempt_started(params)
             try:
                 completion = await self._client.chat.completions.create(**params)
                 break
             except openai.APIError as exc:
-                await self._recover(exc, attempt)
+                await self._recover(exc, attempt, started)
                 attempt += 1
+        self._answered()
         return _parse_completion(completion)
 
     async def transcribe(self, audio: bytes, *, file_name: str, model: str) -> str:
@@ -143,13 +148,16 @@ class OpenAICompatibleLLM:
         ``whisper-1``); retried and mapped to engine errors like a chat call."""
         attempt = 0
         while True:
+            options: dict[str, Any] = {}
+            started = self._attempt_started(options)
             try:
                 result = await self._client.audio.transcriptions.create(
-                    model=model, file=(file_name, audio)
+                    model=model, file=(file_name, audio), **options
                 )
+                self._answered()
                 return str(getattr(result, "text", "") or "").strip()
             except openai.APIError as exc:
-                await self._recover(exc, attempt)
+                await self._recover(exc, attempt, started)
                 attempt += 1
 
     async def stream_chat(
@@ -178,10 +186,14 @@ class OpenAICompatibleLLM:
         attempt = 0
         while True:
             turn = _StreamedTurn()
+            started = self._attempt_started(params)
             try:
                 stream = await self._client.chat.completions.create(**params)
                 async with stream:  # releases the connection if the reader stops early
                     async for chunk in stream:
+                        if not turn.heard:
+                            turn.heard = True
+                            self._answered()  # the model is answering: not failing
                         delta = turn.feed(chunk)
                         if delta is not None:
                             yield delta
@@ -189,8 +201,9 @@ class OpenAICompatibleLLM:
             except openai.APIError as exc:
                 if turn.yielded:
                     raise self._interrupted(exc, turn) from _safe_cause(exc)
-                await self._recover(exc, attempt)
+                await self._recover(exc, attempt, started)
                 attempt += 1
+        self._answered()
         yield turn.final_delta()
 
     # -- requests --------------------------------------------------------------------------
@@ -214,17 +227,40 @@ class OpenAICompatibleLLM:
 
     # -- failures --------------------------------------------------------------------------
 
-    async def _recover(self, exc: openai.APIError, attempt: int) -> None:
+    def _attempt_started(self, options: dict[str, Any]) -> float:
+        """When the attempt about to start began; inside an armed turn deadline its
+        timeout goes into ``options``, cut to what is left (or it raises, nothing left)."""
+        deadline = current_model_deadline()
+        if deadline is None:
+            return 0.0
+        started = deadline.now()
+        options.pop("timeout", None)
+        if deadline.armed:
+            options["timeout"] = deadline.attempt_timeout(self._timeout, self.model)
+        return started
+
+    def _answered(self) -> None:
+        deadline = current_model_deadline()
+        if deadline is not None:
+            deadline.answered()
+
+    async def _recover(self, exc: openai.APIError, attempt: int, started: float) -> None:
         """Wait before the next attempt, or raise the engine error ``exc`` amounts to."""
         fatal = self._request_error(exc)
         if fatal is not None:
             raise fatal from _safe_cause(exc)
         reason = self._describe(exc)
+        deadline = current_model_deadline()
+        if deadline is not None:
+            deadline.failed(started)
         if attempt >= self._max_retries:
             raise LLMTransientError(
                 f"{self.model}: {reason}; gave up after {attempt + 1} attempts"
             ) from _safe_cause(exc)
         delay = self._delay(attempt, exc)
+        if deadline is not None and not deadline.allows_wait(delay):
+            logger.warning("LLM %s: %s; the turn's model deadline passed", self.model, reason)
+            raise deadline.exceeded(self.model) from _safe_cause(exc)
         logger.warning(
             "LLM %s: %s; retry %d/%d in %.2fs",
             self.model,
@@ -387,6 +423,7 @@ class _StreamedTurn:
 
     def __init__(self) -> None:
         self.yielded = False
+        self.heard = False  # any chunk arrived
         self._content: list[str] = []
         self._calls: dict[int, _PartialCall] = {}
         self._usage: Usage | None = None

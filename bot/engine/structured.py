@@ -8,9 +8,21 @@
    one reformat retry.
 
 A level succeeds when it yields a JSON object that ``parse_fn`` (if given) accepts,
-i.e. returns something other than None without raising. When every level fails the
-call returns ``default_value`` with level ``"default"``, or raises
-``StructuredOutputError`` when no default was given. Usage adds up across all calls.
+i.e. returns something other than None without raising: a reply that parses is the
+answer, one call. Only replies that do not parse move on (a reformat retry, the next
+level). When every level fails the call returns ``default_value`` with level
+``"default"``, or raises ``StructuredOutputError`` when no default was given. Usage adds
+up across all calls.
+
+A failed request is not a reply that did not parse. A timeout, a connection error, a
+server error or a refusal (auth, rate limit, a prompt too long for the model) would
+fail the same way at every level, so it ends the call at once, as if every level had
+failed: the provider already retried it within its bounds (and the turn's model
+deadline, ``bot.engine.model_deadline``), and walking three levels with retries each
+multiplied a hung model's silence by five. The one refusal that moves on is HTTP
+400/422 to a level's own feature (the forced function call, ``response_format``):
+the next level sends a request without it. An endpoint answer that is not a
+completion at all (``LLMResponseError``) counts as a reply that did not parse.
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from .json_extract import extract_json
-from .llm import LLM, LLMError
+from .llm import LLM, LLMContextOverflow, LLMError, LLMRequestError, LLMResponseError
 from .messages import Message, MessageLike, Usage, as_messages
 
 logger = logging.getLogger(__name__)
@@ -31,6 +43,9 @@ T = TypeVar("T")
 Level = Literal["native", "json_mode", "plain_text", "default"]
 
 _MISSING: Any = object()
+
+# How servers refuse a parameter they do not support (tools, tool_choice, response_format).
+_FEATURE_REFUSED = frozenset({400, 422})
 
 _REFORMAT_PROMPT = (
     "Your previous reply could not be parsed. Reply again with only one JSON object "
@@ -77,20 +92,45 @@ async def structured_llm_call(
         levels.append("json_mode")
     levels.append("plain_text")
 
+    failure: LLMError | None = None
     for level in levels:
-        attempt = await call.attempt(level, retry_of=None)
-        value = _accept(attempt, parse_fn)
-        if value is _MISSING and level != "native" and attempt.raw:
-            attempt = await call.attempt(level, retry_of=attempt.raw)
+        try:
+            attempt = await call.attempt(level, retry_of=None)
             value = _accept(attempt, parse_fn)
+            if value is _MISSING and level != "native" and attempt.raw:
+                attempt = await call.attempt(level, retry_of=attempt.raw)
+                value = _accept(attempt, parse_fn)
+        except LLMError as exc:
+            logger.warning("structured call %s, level %s: %s", function_name, level, exc)
+            if not _moves_on(exc, level):
+                failure = exc
+                break
+            continue
         if value is not _MISSING:
             return StructuredCallResult(value, attempt.raw, level, call.usage)
         logger.debug("structured call %s: level %s failed", function_name, level)
 
     if default_value is not _MISSING:
         return StructuredCallResult(default_value, call.last_raw, "default", call.usage)
+    if failure is not None:
+        raise StructuredOutputError(
+            f"no structured output for {function_name}: the model call failed: {failure}"
+        ) from failure
     raise StructuredOutputError(
         f"no structured output for {function_name}; last reply: {call.last_raw[:200]!r}"
+    )
+
+
+def _moves_on(exc: LLMError, level: Level) -> bool:
+    """Whether a failed request at ``level`` lets the next level try (see the module
+    docstring): a malformed answer, or the level's own feature refused."""
+    if isinstance(exc, LLMResponseError):
+        return True
+    return (
+        isinstance(exc, LLMRequestError)
+        and not isinstance(exc, LLMContextOverflow)
+        and exc.status_code in _FEATURE_REFUSED
+        and level != "plain_text"
     )
 
 
@@ -126,13 +166,10 @@ class _StructuredCall:
         self.last_raw = ""
 
     async def attempt(self, level: Level, *, retry_of: str | None) -> _Attempt:
-        try:
-            if level == "native":
-                return await self._native()
-            return await self._text(level, retry_of)
-        except LLMError as exc:
-            logger.warning("structured call %s, level %s: %s", self.function_name, level, exc)
-            return _Attempt(None, "")
+        """One request at ``level``; a failed request raises its ``LLMError``."""
+        if level == "native":
+            return await self._native()
+        return await self._text(level, retry_of)
 
     async def _native(self) -> _Attempt:
         tool = {

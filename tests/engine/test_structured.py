@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from bot.engine import (
+    LLMContextOverflow,
+    LLMDeadlineExceeded,
+    LLMRequestError,
     LLMResponse,
     LLMResponseError,
     LLMTransientError,
@@ -373,16 +376,66 @@ async def test_usage_is_summed_when_falling_back_to_default() -> None:
     assert result.usage == Usage(5, 5, 10)
 
 
-async def test_llm_error_at_native_moves_on_to_json_mode() -> None:
-    llm = ScriptedLLM([LLMTransientError("429"), text('{"city": "Qingdao"}', Usage(4, 4, 8))])
+# -- failed requests: not parse failures --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        LLMTransientError("timed out, retries spent"),
+        LLMDeadlineExceeded("no answer within the deadline", seconds=120),
+        LLMRequestError("HTTP 401: bad key", status_code=401),
+        LLMRequestError("HTTP 429", status_code=429),
+        LLMContextOverflow("HTTP 400: maximum context length", status_code=400),
+    ],
+    ids=["transient", "deadline", "auth", "rate-limit", "context"],
+)
+async def test_a_failed_request_ends_the_call_without_walking_the_levels(error: Exception) -> None:
+    llm = ScriptedLLM([error, text('{"city": "Qingdao"}')])
+    result = await call(llm, default_value="dflt")
+    assert result.level == "default"
+    assert result.value == "dflt"
+    assert levels_of(llm) == ["native"]  # one request: no other level, no retry
+
+
+async def test_a_failed_request_without_default_raises_structured_output_error() -> None:
+    down = LLMTransientError("down")
+    llm = ScriptedLLM([down] * 3)
+    with pytest.raises(StructuredOutputError) as raised:
+        await call(llm)
+    assert raised.value.__cause__ is down
+    assert len(llm.calls) == 1
+
+
+async def test_a_failed_request_at_json_mode_ends_the_call_too() -> None:
+    llm = ScriptedLLM([LLMTransientError("down"), '{"city": "Wuhan"}'], abilities=NO_NATIVE)
+    result = await call(llm, default_value=None)
+    assert result.level == "default"
+    assert levels_of(llm) == ["json_mode"]
+
+
+@pytest.mark.parametrize("status", [400, 422])
+async def test_a_refused_feature_moves_on_to_the_level_without_it(status: int) -> None:
+    refused = LLMRequestError(f"HTTP {status}: tool_choice is not supported", status_code=status)
+    json_refused = LLMRequestError(f"HTTP {status}: response_format", status_code=status)
+    llm = ScriptedLLM([refused, json_refused, text('{"city": "Qingdao"}', Usage(4, 4, 8))])
     result = await call(llm)
-    assert result.level == "json_mode"
+    assert levels_of(llm) == ["native", "json_mode", "plain_text"]
+    assert result.level == "plain_text"
     assert result.value == {"city": "Qingdao"}
     assert result.usage == Usage(4, 4, 8)
-    assert levels_of(llm) == ["native", "json_mode"]
 
 
-async def test_llm_error_at_json_mode_moves_on_to_plain_text() -> None:
+async def test_a_refusal_at_plain_text_ends_the_call() -> None:
+    llm = ScriptedLLM(
+        [LLMRequestError("HTTP 400: bad", status_code=400), '{"city": "X"}'], abilities=TEXT_ONLY
+    )
+    result = await call(llm, default_value=None)
+    assert result.level == "default"
+    assert len(llm.calls) == 1
+
+
+async def test_an_answer_that_is_not_a_completion_counts_as_unparsed() -> None:
     llm = ScriptedLLM(
         [LLMResponseError("not a completion"), '{"city": "Wuhan"}'], abilities=NO_NATIVE
     )
@@ -390,18 +443,3 @@ async def test_llm_error_at_json_mode_moves_on_to_plain_text() -> None:
     assert levels_of(llm) == ["json_mode", "plain_text"]
     assert result.level == "plain_text"
     assert result.value == {"city": "Wuhan"}
-
-
-async def test_llm_errors_everywhere_give_the_default() -> None:
-    llm = ScriptedLLM([LLMTransientError("down")] * 3)
-    result = await call(llm, default_value="dflt")
-    assert result.level == "default"
-    assert result.value == "dflt"
-    assert result.usage == Usage()
-    assert levels_of(llm) == ["native", "json_mode", "plain_text"]
-
-
-async def test_llm_errors_everywhere_without_default_raise_structured_output_error() -> None:
-    llm = ScriptedLLM([LLMTransientError("down")] * 3)
-    with pytest.raises(StructuredOutputError):
-        await call(llm)
