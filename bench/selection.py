@@ -10,6 +10,11 @@ What the engine sends is recorded: the ``tools`` parameter of the main-loop call
 JSON, token-estimated with the engine's estimator) with selection on (the default above
 12 tools) and off, and the size of the selection call itself, so the net saving is
 visible too.
+
+Then what an empty selection should mean, over the fake OpenAI server through the real
+SDK: for plain questions the selection call answers ``{"tools": []}``, and the prompt
+of the main call (its request body, token-estimated) is measured when that means "no
+tools" (what the engine does) and when it means "the full set" (the alternative).
 """
 
 from __future__ import annotations
@@ -18,10 +23,19 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from bot.engine import LLMResponse, Message, ReActAgent, ToolCall, estimate_tokens
+from bot.engine import (
+    LLMResponse,
+    Message,
+    OpenAICompatibleLLM,
+    ReActAgent,
+    ToolCall,
+    estimate_tokens,
+)
 from bot.engine.testing import ScriptedLLM
 from bot.feishu.client import FeishuClient
 from bot.feishu.config import FeishuConfig
@@ -29,7 +43,17 @@ from connectors.base import ConnectorContext
 from connectors.config import ConnectorsConfig
 from connectors.hub import ConnectorHub
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from fakes.openai_server import FakeOpenAIServer, Reply
+
 TARGET_SAVING = 0.60
+PLAIN_QUESTIONS = [
+    "What is the capital of France?",
+    "hi!",
+    "Explain the difference between TCP and UDP in two sentences.",
+    "谢谢，今天就到这里。",
+]
 
 QUESTIONS: list[tuple[str, list[str]]] = [
     ("What is on my calendar tomorrow?", ["feishu_my_calendar_events", "current_time"]),
@@ -103,7 +127,9 @@ async def run(args: argparse.Namespace) -> int:
             config, ConnectorContext(feishu=feishu), feishu_credentials=True
         )
         try:
-            return await report(hub)
+            code = await report(hub)
+            await report_empty_selection(hub)
+            return code
         finally:
             await hub.aclose()
             await feishu.aclose()
@@ -138,6 +164,45 @@ async def report(hub: ConnectorHub) -> int:
     count = len(hub.registry)
     print(f"  {verdict}  ≥ {TARGET_SAVING:.0%} fewer schema tokens with {count} tools")
     return 0
+
+
+async def main_call_tokens(hub: ConnectorHub, question: str, *, full_set: bool) -> int:
+    """The main call's prompt after ``{"tools": []}``, estimated from what was sent."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if [t["function"]["name"] for t in body.get("tools") or ()] == ["select_tools"]:
+            return Reply(tool_calls=[("s", "select_tools", {"tools": []})])
+        return Reply(content="An answer.")
+
+    async with FakeOpenAIServer() as server:
+        server.handler = answer
+        llm = OpenAICompatibleLLM(server.base_url, "sk-bench", "bench-model")
+        try:
+            # The full set is what the run gets when selection does not narrow it.
+            threshold = 10_000 if full_set else 12
+            agent = ReActAgent(llm, hub.registry, selection_threshold=threshold)
+            result = await agent.run(question)
+            assert result.status == "completed", result.error
+        finally:
+            await llm.aclose()
+        main = server.requests[-1].body
+        return estimate_tokens(json.dumps(main, ensure_ascii=False))
+
+
+async def report_empty_selection(hub: ConnectorHub) -> None:
+    print(f'empty selection ({{"tools": []}}), main-call prompt tokens, {len(hub.registry)} tools:')
+    print(f"{'question':<62} {'no tools':>8} {'full set':>8}")
+    none_all, full_all = [], []
+    for question in PLAIN_QUESTIONS:
+        none = await main_call_tokens(hub, question, full_set=False)
+        full = await main_call_tokens(hub, question, full_set=True)
+        none_all.append(none)
+        full_all.append(full)
+        print(f"{question[:62]:<62} {none:>8} {full:>8}")
+    print(
+        f"mean: {statistics.mean(none_all):.0f} without tools, {statistics.mean(full_all):.0f} "
+        "with the full set: an empty selection means no tools (bot/engine/selection.py)"
+    )
 
 
 def main() -> None:

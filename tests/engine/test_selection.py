@@ -175,33 +175,33 @@ async def test_selection_usage_counts_in_the_run_usage() -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "selection_reply"),
+    ("case", "selection_reply", "selection_calls"),
     [
-        ("llm-error", lambda: LLMTransientError("selection model down")),
-        ("garbage", lambda: LLMResponse("I'd rather not say, sorry!")),
-        (
-            "empty-list",
-            lambda: tool_calls_response(
-                tool_call("select_tools", {"tools": []}), content='{"tools": []}'
-            ),
-        ),
+        # A failed request is not an unparsed reply: one call, then the full set.
+        ("llm-error", lambda: LLMTransientError("selection model down"), 1),
+        # A reply naming only tools that do not exist parses: one call, the full set.
         (
             "only-unknown-names",
             lambda: tool_calls_response(
                 tool_call("select_tools", {"tools": ["nope", "zilch"]}),
                 content='{"tools": ["nope"]}',
             ),
+            1,
         ),
+        # Replies that do not parse walk the levels: native, JSON mode and its retry,
+        # plain text and its retry.
+        ("garbage", lambda: LLMResponse("I'd rather not say, sorry!"), 5),
         (
             "tools-not-a-list",
             lambda: tool_calls_response(
                 tool_call("select_tools", {"tools": "t01"}), content='{"tools": "t01"}'
             ),
+            5,
         ),
     ],
 )
 async def test_selection_failure_offers_the_full_set(
-    case: str, selection_reply: Callable[[], Any]
+    case: str, selection_reply: Callable[[], Any], selection_calls: int
 ) -> None:
     box = Toolbox(14)
     llm = ScriptedLLM([responder(selection_reply)] * 12)
@@ -210,14 +210,53 @@ async def test_selection_failure_offers_the_full_set(
     assert result.answer == "all done"
     loop_calls = [c for c in llm.calls if not is_selection_call(list(c.messages))]
     assert len(loop_calls) == 1
+    assert len(llm.calls) - len(loop_calls) == selection_calls
     assert offered(loop_calls[0]) == box.names
     assert result.tools == tuple(box.names)
     assert is_selection_call(list(llm.calls[0].messages))
 
 
+async def test_an_empty_selection_is_one_call_and_a_run_without_tools() -> None:
+    box = Toolbox(14)
+    llm = ScriptedLLM([select_answer([]), "Paris."])
+    result = await ReActAgent(llm, box.registry).run("What is the capital of France?")
+    assert result.status == "completed"
+    assert result.answer == "Paris."
+    selection, main = llm.calls
+    assert is_selection_call(list(selection.messages))
+    # "No tool needed": the main call carries no tool schemas at all.
+    assert main.tools is None
+    assert result.tools == ()
+
+
+async def test_an_empty_selection_leaves_no_tool_to_run() -> None:
+    box = Toolbox(14)
+    llm = ScriptedLLM(
+        [select_answer([]), tool_calls_response(tool_call("t01", {}, id="c1")), "final"]
+    )
+    result = await ReActAgent(llm, box.registry).run("q")
+    assert box.ran == []
+    assert result.steps[0].status == "error"
+    assert "unknown tool" in result.steps[0].observation
+    assert result.answer == "final"
+
+
+async def test_an_empty_json_mode_selection_is_one_call_too() -> None:
+    box = Toolbox(14)
+    llm = ScriptedLLM(
+        ['{"tools": []}', json.dumps({"type": "final_answer", "answer": "Paris."})],
+        abilities={"tool_call": False},
+    )
+    result = await ReActAgent(llm, box.registry).run("What is the capital of France?")
+    assert result.answer == "Paris."
+    assert len(llm.calls) == 2
+    system = llm.calls[1].messages[0].content
+    assert "uniqprop_" not in system  # no tool is described to the model
+
+
 async def test_selection_failure_still_lets_every_tool_run() -> None:
     box = Toolbox(13)
-    script: list[Any] = [LLMTransientError("down")] * 3  # native, json_mode, plain_text
+    script: list[Any] = [LLMTransientError("down")]  # one call: a failed request
     script += [tool_calls_response(tool_call("t13", {})), "final"]
     llm = ScriptedLLM(script)
     result = await ReActAgent(llm, box.registry).run("q")
@@ -356,6 +395,26 @@ async def test_select_tools_failure_returns_the_full_registry() -> None:
     selection = await select_tools(llm, box.registry, "q", max_tools=6)
     assert selection.selected is False
     assert selection.tools.names() == box.names
+    assert len(llm.calls) == 1
+
+
+async def test_select_tools_empty_list_selects_no_tool_in_one_call() -> None:
+    box = Toolbox(20)
+    llm = ScriptedLLM([select_answer([], Usage(9, 1, 10))])
+    selection = await select_tools(llm, box.registry, "hello!", max_tools=6)
+    assert selection.selected is True
+    assert selection.tools.names() == []
+    assert selection.usage == Usage(9, 1, 10)
+    assert len(llm.calls) == 1
+
+
+async def test_select_tools_unknown_names_keep_the_full_set_in_one_call() -> None:
+    box = Toolbox(20)
+    llm = ScriptedLLM([select_answer(["ghost", "t99"])])
+    selection = await select_tools(llm, box.registry, "q", max_tools=6)
+    assert selection.selected is False
+    assert selection.tools.names() == box.names
+    assert len(llm.calls) == 1
 
 
 async def test_select_tools_garbage_returns_the_full_registry_with_usage() -> None:
