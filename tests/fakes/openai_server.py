@@ -32,7 +32,16 @@ Errors
     OpenAI error envelope ``{"error": {"message", "type", "param", "code"}}`` and, when
     given, a ``Retry-After`` header. Streaming requests get the same plain JSON error,
     as real servers fail before the stream starts. ``Reply(body=...)`` sends any JSON
-    body verbatim, for malformed-response tests.
+    body verbatim with the reply's ``status``: malformed responses, and real servers' own
+    error bodies (llama.cpp answers "image input is not supported" with a 500).
+
+The bot's endpoint probe
+    Requests with the ``X-Larkgate-Probe`` header (``bot.engine.probe``, at every app
+    start) are answered as a server with native tool calls and JSON mode would answer
+    them, without touching the script, and recorded in ``server.probes``. With
+    ``server.answers_probes = False`` they are scripted and recorded like any request, so a
+    test can play a server that ignores tools. ``server.models`` is what ``GET
+    /v1/models`` lists, ``server.props`` what llama.cpp's ``GET /props`` answers (404: None).
 
 Recording
     ``server.requests`` lists every request received, as :class:`RecordedRequest`
@@ -146,6 +155,10 @@ class FakeOpenAIServer(AppServer):
         # without transcription.
         self.transcript: str | None = None
         self.transcriptions: list[dict[str, Any]] = []
+        self.answers_probes = True
+        self.probes: list[RecordedRequest] = []
+        self.models: list[dict[str, Any]] = []
+        self.props: dict[str, Any] | None = None
         self._queue: deque[Reply] = deque()
         # Set on stop() so replies that are still sleeping (Reply.delay) end promptly.
         self._closing = asyncio.Event()
@@ -156,6 +169,7 @@ class FakeOpenAIServer(AppServer):
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/props", self._props)
         app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         return app
 
@@ -224,25 +238,32 @@ class FakeOpenAIServer(AppServer):
     # -- HTTP handlers -------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": []})
+        return web.json_response({"object": "list", "data": self.models})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        if self.props is None:
+            return _error_response(Reply.error(404, "File Not Found"))
+        return web.json_response(self.props)
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except json.JSONDecodeError:
             body = None
-        self.requests.append(
-            RecordedRequest(request.method, request.path, dict(request.headers), body)
-        )
+        recorded = RecordedRequest(request.method, request.path, dict(request.headers), body)
+        if PROBE_HEADER in request.headers and self.answers_probes and isinstance(body, dict):
+            self.probes.append(recorded)
+            return web.json_response(_completion_body(_probe_reply(body), body))
+        self.requests.append(recorded)
         if not isinstance(body, dict):
             return _error_response(Reply.error(400, "fake OpenAI server: body is not JSON"))
         reply = await self._next_reply(body)
         if reply.delay:
             await self._pause(reply.delay)
-        if reply.status >= 400:
-            return _error_response(reply)
         if reply.body is not None:
             return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+        if reply.status >= 400:
+            return _error_response(reply)
         if body.get("stream"):
             return await self._stream(request, reply, body)
         if reply.drop_after is not None:
@@ -294,6 +315,26 @@ class FakeOpenAIServer(AppServer):
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+# -- the bot's endpoint probe -----------------------------------------------------------------
+
+# As the bot sends it (``bot.engine.probe.PROBE_HEADER``).
+PROBE_HEADER = "X-Larkgate-Probe"
+
+
+def _probe_reply(body: Mapping[str, Any]) -> Reply:
+    """What a server with native tool calls and JSON mode answers: a call of the tool
+    asked for (or offered), a JSON object, or a word."""
+    tools = body.get("tools") or []
+    if tools:
+        choice = body.get("tool_choice")
+        forced = choice.get("function", {}) if isinstance(choice, dict) else {}
+        name = forced.get("name") or tools[0]["function"]["name"]
+        return Reply(tool_calls=[("call_probe", name, {"city": "Paris"})])
+    if body.get("response_format"):
+        return Reply(content='{"ok": true}')
+    return Reply(content="ok")
 
 
 # -- wire rendering ----------------------------------------------------------------------
