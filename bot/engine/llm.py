@@ -9,7 +9,9 @@ Error tree (what a provider raises once its own retries are spent)::
     ├── LLMTransientError      429, 5xx, timeouts, connection failures: retries exhausted
     │   └── LLMDeadlineExceeded the turn's model deadline passed (``model_deadline``)
     ├── LLMRequestError        the endpoint refused the request (4xx other than 429)
-    │   └── LLMContextOverflow the prompt is larger than the model's context window
+    │   ├── LLMContextOverflow the prompt is larger than the model's context window
+    │   ├── LLMImagesUnsupported the model does not take images (even when said with a 500)
+    │   └── LLMAuthError       the key was refused (401/403)
     ├── LLMResponseError       the endpoint answered something that is not a completion
     └── LLMStreamInterrupted   a stream broke after some deltas were already delivered
 """
@@ -122,6 +124,17 @@ class LLMRequestError(LLMError):
 
 class LLMContextOverflow(LLMRequestError):
     """The prompt does not fit the model's context window."""
+
+
+class LLMImagesUnsupported(LLMRequestError):
+    """The model does not take images: the same request without them may succeed.
+
+    Only raised when the endpoint says so (``bot.engine.llm_errors``), whatever the
+    status it says it with: llama.cpp without a projector answers 500."""
+
+
+class LLMAuthError(LLMRequestError):
+    """The endpoint refused the API key (401) or its permissions (403)."""
 
 
 class LLMResponseError(LLMError):

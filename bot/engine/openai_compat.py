@@ -27,7 +27,9 @@ import openai
 
 from .llm import (
     DEFAULT_ABILITIES,
+    LLMAuthError,
     LLMContextOverflow,
+    LLMImagesUnsupported,
     LLMRequestError,
     LLMResponse,
     LLMResponseError,
@@ -35,6 +37,7 @@ from .llm import (
     LLMTransientError,
     StreamDelta,
 )
+from .llm_errors import RETRIED, classify_error
 from .messages import ZERO_USAGE, Message, ToolCall, Usage, decode_arguments
 from .model_deadline import current_model_deadline
 
@@ -47,17 +50,6 @@ logger = logging.getLogger(__name__)
 
 # Indirection so tests can observe backoff delays instead of waiting them out.
 _sleep = asyncio.sleep
-
-# 408 is a timeout in HTTP clothing; 429 is a rate limit. Every 5xx is retried too.
-_RETRYABLE_4XX = frozenset({408, 429})
-
-# How providers word "your prompt is larger than my context window".
-_CONTEXT_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context window",
-    "prompt is too long",
-)
 
 _MAX_DETAIL_CHARS = 300
 
@@ -272,17 +264,26 @@ class OpenAICompatibleLLM:
         await _sleep(delay)
 
     def _request_error(self, exc: openai.APIError) -> LLMRequestError | None:
-        """The non-retryable error for a refused request, or None when ``exc`` is transient."""
-        if not isinstance(exc, openai.APIStatusError):
-            return None  # connection failures, timeouts, error events inside a stream
-        status = exc.status_code
-        if status in _RETRYABLE_4XX or status >= 500:
+        """The non-retryable error for a refused request, or None when ``exc`` is transient.
+
+        What the error says decides, then its status (``bot.engine.llm_errors``): a 500
+        saying "image input is not supported" is a refusal of the images, not a server
+        failure to retry; a 400 saying the prompt is too long is not a refusal of images.
+        """
+        if isinstance(exc, openai.APIConnectionError):
+            return None  # connection failures and timeouts: nothing was said
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        kind = classify_error(status, code=exc.code, error_type=exc.type, message=_said(exc))
+        if kind in RETRIED:
             return None
-        detail = self._detail(exc)
-        message = f"{self.model}: HTTP {status}: {detail}"
-        haystack = f"{exc.code or ''} {detail}".lower()
-        if any(marker in haystack for marker in _CONTEXT_OVERFLOW_MARKERS):
+        where = f"HTTP {status}" if status is not None else "stream error"
+        message = f"{self.model}: {where}: {self._detail(exc)}"
+        if kind == "context":
             return LLMContextOverflow(message, status_code=status)
+        if kind == "images":
+            return LLMImagesUnsupported(message, status_code=status)
+        if kind == "auth":
+            return LLMAuthError(message, status_code=status)
         return LLMRequestError(message, status_code=status)
 
     def _interrupted(self, exc: openai.APIError, turn: _StreamedTurn) -> LLMStreamInterrupted:
@@ -502,6 +503,14 @@ def _retry_after_seconds(exc: openai.APIError) -> float | None:
         if parsed is not None:
             return max(0.0, email.utils.mktime_tz(parsed) - time.time())
     return None
+
+
+def _said(exc: openai.APIError) -> str:
+    """Everything the error says in words: its body's message and the SDK's summary (which
+    holds the body when it has no ``message``, e.g. Ollama's ``{"error": "..."}``)."""
+    body = exc.body
+    message = body.get("message") if isinstance(body, Mapping) else body
+    return f"{message if isinstance(message, str) else ''} {exc.message}"
 
 
 def _safe_cause(exc: openai.APIError) -> BaseException | None:
