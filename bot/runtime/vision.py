@@ -7,9 +7,13 @@ Three ways, decided by the settings and by the endpoint itself:
   describes each image once (cached by the image's key) and the description goes as text;
 - neither: the main model is told an image was sent that it cannot see.
 
-An endpoint that refuses a request with images (HTTP 400) is treated as the second or
-third case from then on: :class:`ImageFallbackLLM` retries that request without the
-images and says so in the log once.
+An endpoint that says it takes no images (``LLMImagesUnsupported``: llama.cpp without a
+projector, a text model on OpenAI, vLLM, Ollama... see ``bot.engine.llm_errors``) is
+treated as the second or third case from then on: :class:`ImageFallbackLLM` retries that
+request without the images and says so in the log once. A request with images refused
+without a reason (a bare 400) goes again without them too, that once. Any other failure is
+not about the images and is not taken for it: a prompt too long for the model
+(``LLMContextOverflow``) goes to the context guard, with its images.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.engine import LLM, ImagePart, LLMRequestError, LLMResponse, Message, StreamDelta
+from bot.engine.llm import LLMImagesUnsupported
 from bot.engine.messages import as_messages
 
 logger = logging.getLogger(__name__)
@@ -117,8 +122,8 @@ class ImageText:
 class ImageFallbackLLM:
     """The main model, falling back to text when its endpoint refuses images.
 
-    The first 400 on a request that carries images marks the endpoint as blind (logged
-    once); that request and every later one go without images, as descriptions or notes.
+    The first "images are not supported" marks the endpoint as blind (logged once); that
+    request and every later one go without images, as descriptions or notes.
     """
 
     def __init__(self, llm: LLM, images: ImageText) -> None:
@@ -166,18 +171,35 @@ class ImageFallbackLLM:
             yield delta
 
     def _refused(self, error: LLMRequestError, messages: Sequence[Message]) -> bool:
-        """Was this a refusal of the images (a 400 on a request that had some)?"""
-        if error.status_code != 400 or not _has_images(messages):
+        """Was this a refusal of the images, so the request goes again without them?"""
+        if not _has_images(messages):
             return False
-        if not self.refuses_images:
-            self.refuses_images = True
+        if isinstance(error, LLMImagesUnsupported):
+            if not self.refuses_images:
+                self.refuses_images = True
+                logger.warning(
+                    "the model %s does not take images (%s); images go to it as text from "
+                    "now on (set LLM_VISION=false, and LLM_VISION_MODEL to describe them)",
+                    self.model,
+                    str(error)[:200],
+                )
+            return True
+        # Refused without a reason: the images may be why (an unknown wording, an image the
+        # server cannot decode), so this request goes once more without them. Nothing is
+        # remembered, and a reason that is not the images (context, key) never gets here.
+        if type(error) is LLMRequestError and error.status_code in _UNEXPLAINED:
             logger.warning(
-                "the model %s refused a request with images (%s); images go to it as text "
-                "from now on (set LLM_VISION=false, and LLM_VISION_MODEL to describe them)",
+                "the model %s refused a request with images without saying why (%s); it "
+                "goes again with the images as text",
                 self.model,
                 str(error)[:200],
             )
-        return True
+            return True
+        return False
+
+
+# A request refused as malformed, which a part it cannot take (an image) would explain.
+_UNEXPLAINED = frozenset({400, 422})
 
 
 def _has_images(messages: Sequence[Message]) -> bool:
