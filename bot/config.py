@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     # Seconds one model call may take (each retry gets as long): a small model on a CPU
     # can need minutes for a prompt with a tool catalogue.
     llm_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    # How the agent calls tools: as the endpoint's probe at start-up found (auto: native
+    # function calls when it returns them, else the JSON mode), or always native / json.
+    llm_tool_calls: Literal["auto", "native", "json"] = "auto"
     # Whether the main model takes images; without, LLM_VISION_MODEL (if set) describes them.
     llm_vision: bool = True
     llm_vision_model: str = ""
@@ -232,6 +235,7 @@ class Settings(BaseSettings):
             model=self.llm_model,
             context_budget=self.llm_context_budget,
             timeout=self.llm_timeout_seconds,
+            tool_calls=self.llm_tool_calls,
         )
 
     def vision_llm(self) -> LLMConfig | None:
@@ -274,6 +278,7 @@ class Settings(BaseSettings):
                 model=endpoint.model,
                 context_budget=main.context_budget,
                 timeout=main.timeout,
+                tool_calls=main.tool_calls,
             )
             for hint, endpoint in self.agent().models.items()
         }
@@ -413,6 +418,7 @@ class LLMConfig:
     model: str
     context_budget: int
     timeout: float = 60.0
+    tool_calls: Literal["auto", "native", "json"] = "auto"  # LLM_TOOL_CALLS
 
 
 @dataclass(frozen=True, slots=True)
