@@ -29,6 +29,8 @@ from bot.engine import (
     ToolUse,
 )
 from bot.engine.interrupts import InterruptLimits
+from bot.engine.probe import PROBE_TIMEOUT, EndpointReport, probe_endpoint
+from bot.engine.probed_llm import STARTUP_WAIT, ProbedLLM
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
@@ -131,7 +133,7 @@ class Built:
     hub: ConnectorHub
     model: LLM
     owns_model: bool
-    extra_models: tuple[OpenAICompatibleLLM, ...] = ()
+    extra_models: tuple[OpenAICompatibleLLM | ProbedLLM, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,8 +150,11 @@ class _Foundation:
     models: ModelRegistry
     # Images as text, for a main model without vision (or that refuses images).
     image_text: ImageText
-    # Clients of our own beside the main model (the vision and transcription models).
-    extra_models: tuple[OpenAICompatibleLLM, ...]
+    # Clients of our own beside the main model (the vision and transcription models), and
+    # the probed models' probes (closed first).
+    extra_models: tuple[OpenAICompatibleLLM | ProbedLLM, ...]
+    # The main model as its endpoint's probe found it (None: a model given by a test).
+    probed: ProbedLLM | None
     transcribe: Transcribe | None
     owner: str
     clock: Callable[[], float]
@@ -236,22 +241,36 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
 
     feishu = FeishuClient(settings.feishu(), on_call=on_call)
     await api_usage.refresh()  # the month's total so far, before the first answer
-    model = overrides.llm or default_llm(settings)
+    # The endpoint's abilities come from a probe (a model given by a test is taken as is).
+    model: LLM
+    if overrides.llm is None:
+        model = client = _client(settings.llm())
+        probed: ProbedLLM | None = _probed(client, settings.llm())
+    else:
+        model, probed = overrides.llm, None
     vision_config = settings.vision_llm()
     vision_model = None if vision_config is None else _client(vision_config)
     image_text = ImageText(None if vision_model is None else ImageDescriber(vision_model))
-    metered = MeteredLLM(ImageFallbackLLM(model, image_text), metrics)
-    hinted = {hint: _client(config) for hint, config in settings.hint_models().items()}
+    metered = MeteredLLM(ImageFallbackLLM(probed or model, image_text), metrics)
+    hint_configs = settings.hint_models()
+    hinted = {hint: _client(config) for hint, config in hint_configs.items()}
+    hinted_probed = {h: _probed(m, hint_configs[h]) for h, m in hinted.items()}
     models = ModelRegistry(
         metered,
-        **{h: MeteredLLM(ImageFallbackLLM(m, image_text), metrics) for h, m in hinted.items()},
+        **{
+            h: MeteredLLM(ImageFallbackLLM(m, image_text), metrics)
+            for h, m in hinted_probed.items()
+        },
     )
+    probes = [p for p in (probed, *hinted_probed.values()) if p is not None]
     listener, transcribe = _transcriber(settings)
     identity = BotIdentity(feishu)
     identity.start()
     interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
     if interrupted:
         logger.info("%d runs left by a stopped process are marked interrupted", interrupted)
+    # Each waits a few seconds at most; a probe still running applies when it ends.
+    await asyncio.gather(*(p.start(wait=STARTUP_WAIT) for p in probes))
     return _Foundation(
         database=database,
         feishu=feishu,
@@ -262,9 +281,11 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         models=models,
         image_text=image_text,
         extra_models=(
+            *probes,
             *(m for m in (vision_model, listener) if m is not None),
             *hinted.values(),
         ),
+        probed=probed,
         transcribe=transcribe,
         owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
         clock=clock,
@@ -516,6 +537,8 @@ def _turn_runner(
 ) -> TurnRunner:
     governance = tools.governance
     agent = settings.agent()
+    budget = settings.llm().context_budget
+    probed = base.probed
     # Every agent of every mode (and each step of a plan) gets the same tools and hooks.
     agent_factory = AgentBuilder(
         models=base.models,
@@ -524,11 +547,13 @@ def _turn_runner(
         mode=agent.mode,
         plan=agent.plan,
         options={
-            "context_budget": settings.llm().context_budget,
+            "context_budget": budget,
             "interrupt_limits": interrupt_limits,
             "cycle_threshold": settings.react_cycle_detection_threshold,
             "completion_check_min_tools": settings.react_completion_check_min_tools,
         },
+        # Lowered to what the model's server says it holds, once its probe has said so.
+        context_budget=None if probed is None else lambda: probed.context_budget(budget),
     )
     budgets = governance.budgets
 
@@ -621,6 +646,21 @@ def _client(config: LLMConfig) -> OpenAICompatibleLLM:
         model=config.model,
         timeout=config.timeout,
     )
+
+
+def _probed(client: OpenAICompatibleLLM, config: LLMConfig) -> ProbedLLM:
+    """``client`` with the abilities its endpoint shows (``bot.engine.probe``), or as
+    ``LLM_TOOL_CALLS`` sets them."""
+
+    async def probe() -> EndpointReport:
+        return await probe_endpoint(
+            config.base_url,
+            config.api_key,
+            config.model,
+            request_timeout=min(config.timeout, PROBE_TIMEOUT),
+        )
+
+    return ProbedLLM(client, probe, tool_calls=config.tool_calls)
 
 
 def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transcribe | None]:

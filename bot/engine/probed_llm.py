@@ -32,6 +32,7 @@ ToolCallSetting = Literal["auto", "native", "json"]
 Probe = Callable[[], Awaitable[EndpointReport]]
 
 RETRY_AFTER = 60.0  # seconds between probes of an endpoint that gave no answer
+STARTUP_WAIT = 5.0  # seconds start-up waits for a probe before going on with the defaults
 
 
 def chosen_abilities(report: EndpointReport | None, setting: ToolCallSetting) -> dict[str, bool]:

@@ -48,6 +48,7 @@ class AgentBuilder:
         mode: RunMode = "react",
         plan: PlanKnobs | None = None,
         options: ReActOptions | None = None,
+        context_budget: Callable[[], int] | None = None,
     ) -> None:
         self.models = models
         self.mode = mode
@@ -56,12 +57,17 @@ class AgentBuilder:
         self._hook_chain = HookChain(self._hooks)  # what each ReAct agent runs, built once
         self._plan = plan_settings(plan or PlanKnobs())
         self._options: ReActOptions = options or {}
+        # Read per run: the model's probe may learn its context length after start-up.
+        self._context_budget = context_budget
 
     async def __call__(self, forced: RunMode | None = None) -> ChatAgent:
         tools = await self._tools_for_run()
         mode = forced or self.mode
+        options = self._options
+        if self._context_budget is not None:
+            options = {**options, "context_budget": self._context_budget()}
         if mode == "react":
-            return ReActAgent(self.models.default, tools, hooks=self._hook_chain, **self._options)
+            return ReActAgent(self.models.default, tools, hooks=self._hook_chain, **options)
         return DAGAgent(
-            self.models, tools, hooks=self._hooks, mode=mode, settings=self._plan, **self._options
+            self.models, tools, hooks=self._hooks, mode=mode, settings=self._plan, **options
         )
