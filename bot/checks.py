@@ -28,6 +28,13 @@ Receiving messages needs event scopes that no call can probe; they are looked up
 app's scope list (``application.v6.scope.list``), which needs a scope of its own
 (``application:application:self_manage``), so without it that line only reminds.
 
+The model. Each model (``llm``, and ``llm <hint>`` for ``[models]``) is asked for a
+one-word answer and probed as ``larkgate serve`` probes it at start-up
+(``bot.engine.probe``): the line says what the endpoint showed (tool calls, JSON mode,
+its context length when it says it) and what the agent uses. An endpoint that ignores
+or refuses ``tools`` is a WARN with what to change, unless ``LLM_TOOL_CALLS=json`` says
+that the JSON mode is meant; so is ``LLM_TOOL_CALLS=native`` against such an endpoint.
+
 Levels: ``FAIL`` makes ``larkgate check`` exit 1; ``WARN`` is worth a look and does not.
 Messages and CardKit are required. The other features fail only when the Feishu
 workspace connector is on (its tools would fail); otherwise they are informational.
@@ -54,6 +61,8 @@ from lark_oapi.api.task.v1 import ListTaskRequest
 
 from bot.config import LLMConfig, Settings, SettingsError
 from bot.engine import LLMError, Message, OpenAICompatibleLLM
+from bot.engine.probe import EndpointReport, probe_endpoint
+from bot.engine.probed_llm import choice_reason, fitted_budget
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import (
     FeishuError,
@@ -450,4 +459,47 @@ async def _model_answers(name: str, config: LLMConfig) -> CheckResult:
         return CheckResult(name, False, str(exc))
     finally:
         await llm.aclose()
-    return CheckResult(name, True, f"{config.model} answered {response.content.strip()[:20]!r}")
+    report = await probe_endpoint(
+        config.base_url, config.api_key, config.model, request_timeout=TIMEOUT
+    )
+    answered = f"{config.model} answered {response.content.strip()[:20]!r}"
+    return _probed(name, config, answered, report)
+
+
+# What to change on the server for native tool calls, by what the probe found.
+_NATIVE_TOOLS_HINT = {
+    "ignored": "for native tool calls, serve a model whose chat template has tools (llama.cpp: "
+    "llama-server --jinja)",
+    "refused": "for native tool calls, serve a model with tool support (Ollama lists them "
+    "under tools; llama.cpp: llama-server --jinja)",
+    "forced": "for native tool calls, let the server choose tools itself (vLLM: "
+    "--enable-auto-tool-choice --tool-call-parser <the model's parser>)",
+}
+
+
+def _probed(name: str, config: LLMConfig, answered: str, report: EndpointReport) -> CheckResult:
+    """The model's line: what its endpoint showed, what the agent uses, and what to fix."""
+    setting = config.tool_calls
+    uses = f"the agent uses {choice_reason(report, setting)} (LLM_TOOL_CALLS={setting})"
+    parts = [answered, f"found: {report.describe()}", uses]
+    budget = fitted_budget(config.context_budget, report.context_length)
+    if budget < config.context_budget:
+        parts.append(
+            f"it keeps its context to {budget:,} tokens, as the server holds "
+            f"{report.context_length:,} (LLM_CONTEXT_BUDGET={config.context_budget})"
+        )
+    found = report.tool_calls
+    warn = False
+    if found == "unknown":
+        warn = True
+        parts.append("the probe could not tell whether the endpoint calls tools")
+    elif found in _NATIVE_TOOLS_HINT and setting == "auto":
+        warn = True
+        parts.append(_NATIVE_TOOLS_HINT[found] + "; or set LLM_TOOL_CALLS=json to keep this")
+    elif found in _NATIVE_TOOLS_HINT and setting == "native":
+        warn = True
+        parts.append(
+            f"LLM_TOOL_CALLS=native although the endpoint's tool calls are {found}: the "
+            "agent may never call a tool; " + _NATIVE_TOOLS_HINT[found] + ", or use auto"
+        )
+    return CheckResult(name, True, "; ".join(parts), warn=warn)

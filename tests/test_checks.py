@@ -279,3 +279,137 @@ async def test_user_authorisation_is_reported_off_on_or_misconfigured(fakes, tmp
     broken = settings_for(feishu, llm, tmp_path, larkgate_token_key="not-a-key")
     result = (await checks(broken))["user authorisation"]
     assert not result.ok and "Fernet.generate_key()" in result.detail
+
+
+# -- the model's probe: what the endpoint showed and what the agent uses ------------------------
+
+
+def plays(llm, server) -> None:
+    """The fake answers the probe itself, as ``server(body)`` says (the one-word check too)."""
+    llm.answers_probes = False
+    llm.handler = server
+
+
+def probing(body) -> bool:
+    return bool(body.get("tools") or body.get("response_format"))
+
+
+def ignores_tools(body):
+    return Reply(content="ok")
+
+
+def calls_tools(body):
+    if body.get("tools"):
+        name = body["tools"][0]["function"]["name"]
+        return Reply(tool_calls=[("call_1", name, {"city": "Paris"})])
+    return Reply(content="ok")
+
+
+async def test_an_endpoint_with_native_tool_calls_is_ok_and_says_so(fakes, tmp_path, capsys):
+    feishu, llm = fakes
+    plays(llm, calls_tools)
+    _, output = await check_command(settings_for(feishu, llm, tmp_path), capsys)
+    row = line(output, "llm")
+    assert row.startswith("ok    "), row
+    assert "fake-model answered 'ok'" in row
+    assert "found: tool calls native (it called the probe's tool); JSON mode accepted" in row
+    assert "the agent uses native tool calls (LLM_TOOL_CALLS=auto)" in row
+
+
+async def test_an_endpoint_that_ignores_tools_is_a_warning_and_gets_json_mode(
+    fakes, tmp_path, capsys
+):
+    # Before the probe this was "ok llm", and the bot never made a tool call.
+    feishu, llm = fakes
+    plays(llm, ignores_tools)
+    settings = settings_for(feishu, llm, tmp_path, connectors=TOOLS_OFF)
+    code, output = await check_command(settings, capsys)
+    row = line(output, "llm")
+    assert row.startswith("WARN  "), row
+    assert "tool calls ignored (it answered a tool request in text)" in row
+    assert "the agent uses JSON mode: the endpoint ignores tools (LLM_TOOL_CALLS=auto)" in row
+    assert "llama-server --jinja" in row and "LLM_TOOL_CALLS=json to keep this" in row
+    assert code == 0  # the bot works, in JSON mode
+
+
+async def test_json_mode_meant_by_the_setting_is_no_warning(fakes, tmp_path):
+    feishu, llm = fakes
+    plays(llm, ignores_tools)
+    result = (await checks(settings_for(feishu, llm, tmp_path, llm_tool_calls="json")))["llm"]
+    assert result.level == "ok"
+    assert "the agent uses JSON mode, as set (LLM_TOOL_CALLS=json)" in result.detail
+
+
+async def test_native_set_against_an_endpoint_that_ignores_tools_is_a_warning(fakes, tmp_path):
+    feishu, llm = fakes
+    plays(llm, ignores_tools)
+    settings = settings_for(feishu, llm, tmp_path, llm_tool_calls="native")
+    result = (await checks(settings))["llm"]
+    assert result.level == "WARN"
+    assert "the agent uses native tool calls, as set (LLM_TOOL_CALLS=native)" in result.detail
+    assert "LLM_TOOL_CALLS=native although the endpoint's tool calls are ignored" in result.detail
+
+
+async def test_an_endpoint_that_calls_tools_only_when_forced(fakes, tmp_path):
+    feishu, llm = fakes
+
+    def vllm(body):
+        if body.get("tools") and not body.get("tool_choice"):
+            message = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'
+            return Reply(status=400, body={"object": "error", "message": message, "code": 400})
+        return calls_tools(body)
+
+    plays(llm, vllm)
+    result = (await checks(settings_for(feishu, llm, tmp_path)))["llm"]
+    assert result.level == "WARN"
+    assert "tool calls only when forced" in result.detail
+    assert "the agent uses JSON mode: the endpoint calls a tool only when" in result.detail
+    assert "vLLM: --enable-auto-tool-choice --tool-call-parser" in result.detail
+
+
+async def test_an_endpoint_that_rejects_json_mode(fakes, tmp_path):
+    feishu, llm = fakes
+
+    def server(body):
+        if body.get("response_format"):
+            return Reply.error(400, "response_format is not supported")
+        return calls_tools(body)
+
+    plays(llm, server)
+    result = (await checks(settings_for(feishu, llm, tmp_path)))["llm"]
+    assert result.level == "ok"
+    assert "JSON mode refused" in result.detail and "HTTP 400" in result.detail
+
+
+async def test_an_endpoint_that_hangs_on_the_probe_is_a_warning_not_a_hung_check(
+    fakes, tmp_path, monkeypatch
+):
+    feishu, llm = fakes
+    release = asyncio.Event()
+
+    async def hangs_when_probed(body):
+        if probing(body):
+            await release.wait()
+        return Reply(content="ok")
+
+    plays(llm, hangs_when_probed)
+    monkeypatch.setattr("bot.checks.TIMEOUT", 0.3)
+    try:
+        result = (await checks(settings_for(feishu, llm, tmp_path)))["llm"]
+    finally:
+        release.set()
+    assert result.level == "WARN"
+    assert "timed out" in result.detail
+    assert "the agent uses native tool calls (assumed: the probe got no answer)" in result.detail
+
+
+async def test_the_context_length_the_server_reports_is_said_with_the_budget_it_leaves(
+    fakes, tmp_path
+):
+    feishu, llm = fakes
+    llm.models = [{"id": "fake-model", "object": "model", "max_model_len": 8192}]
+    result = (await checks(settings_for(feishu, llm, tmp_path)))["llm"]
+    assert result.level == "ok"
+    assert "context 8,192 tokens (/models max_model_len)" in result.detail
+    assert "it keeps its context to 6,144 tokens" in result.detail
+    assert "LLM_CONTEXT_BUDGET=96000" in result.detail
