@@ -205,6 +205,82 @@ async def test_a_refused_image_falls_back_to_text_and_still_answers(tmp_path, fe
     assert "that you cannot see" in all_text(sent[1])
 
 
+# Real llama.cpp error bodies: a prompt larger than the server's context (a 400), and an
+# image sent to a model started without its projector (a 500).
+LLAMA_CPP_CONTEXT_FULL = {
+    "error": {
+        "code": 400,
+        "message": "request (9000 tokens) exceeds the available context size (8192 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 9000,
+        "n_ctx": 8192,
+    }
+}
+LLAMA_CPP_NO_PROJECTOR = {
+    "error": {
+        "code": 500,
+        "message": "image input is not supported - hint: if this is unexpected, you may need "
+        "to provide the mmproj",
+        "type": "server_error",
+    }
+}
+
+
+async def test_a_prompt_too_long_with_an_image_keeps_images_on(tmp_path, feishu, llm_server):
+    # It was taken for "the model refuses images": the request went again as text, and
+    # images went off for the whole process.
+    overflowed: list[bool] = []
+
+    def model(body):
+        if image_urls(body) and not overflowed:
+            overflowed.append(True)
+            return Reply(status=400, body=LLAMA_CPP_CONTEXT_FULL)
+        return Reply(content="A square.")
+
+    llm_server.handler = model
+    async with running_bot(settings_for(tmp_path, feishu, llm_server), feishu, llm_server) as bot:
+        await bot.say("om_t1", "Earlier, we talked about the roadmap at length. " * 20)
+        await bot.reply("om_t1")  # a history the context guard can summarise
+        before = len(llm_server.requests)
+        await push(bot, feishu.add_image_message("om_img1", chat_id=CHAT, data=png()))
+        first = await bot.reply("om_img1")
+        await push(bot, feishu.add_image_message("om_img2", chat_id=CHAT, data=png(colour="blue")))
+        second = await bot.reply("om_img2")
+    assert "A square." in first and "A square." in second
+    sent = [r.body for r in llm_server.requests[before:]]
+    assert not any("that you cannot see" in all_text(body) for body in sent)
+    refused, *later = sent
+    assert image_urls(refused)
+    # The context guard summarised the history and asked again, with the image.
+    red, blue = (base64.b64encode(png(colour=c)).decode() for c in ("red", "blue"))
+    retried = [body for body in later if any(red in url for url in image_urls(body))]
+    assert retried and len(retried[0]["messages"]) < len(refused["messages"])
+    # And the next message's image still goes as an image.
+    assert any(blue in url for body in later for url in image_urls(body))
+
+
+async def test_a_model_without_a_projector_gets_images_as_text_at_once(
+    tmp_path, feishu, llm_server
+):
+    def model(body):
+        if image_urls(body):
+            return Reply(status=500, body=LLAMA_CPP_NO_PROJECTOR)
+        return Reply(content="I cannot see images, but here is what I can say.")
+
+    llm_server.handler = model
+    async with running_bot(settings_for(tmp_path, feishu, llm_server), feishu, llm_server) as bot:
+        await push(bot, feishu.add_image_message("om_img1", chat_id=CHAT, data=png()))
+        first = await bot.reply("om_img1")
+        await push(bot, feishu.add_image_message("om_img2", chat_id=CHAT, data=png(colour="blue")))
+        second = await bot.reply("om_img2")
+    assert "I cannot see images" in first and "I cannot see images" in second
+    sent = [r.body for r in llm_server.requests]
+    # The 500 says what it is: not retried as a server failure, and images go as text after.
+    assert sum(1 for body in sent if image_urls(body)) == 1
+    assert "that you cannot see" in all_text(sent[-1])
+
+
 async def test_a_voice_message_is_transcribed_and_answered(tmp_path, feishu, llm_server):
     llm_server.transcript = "what is on the agenda today"
     settings = settings_for(tmp_path, feishu, llm_server, llm_transcription_model="whisper-1")
