@@ -151,7 +151,7 @@ async def _ask_with_tool(client: openai.AsyncOpenAI, model: str, *, forced: bool
     if forced:
         request["tool_choice"] = _FORCED
     try:
-        completion = await client.chat.completions.create(**request)
+        completion = await _create(client, request)
     except openai.APIError as exc:
         refused = _refusal(exc)
         return _Answer("refused" if refused else "unanswered", _failure(exc))
@@ -171,7 +171,7 @@ async def _ask_with_tool(client: openai.AsyncOpenAI, model: str, *, forced: bool
 async def _json_mode(client: openai.AsyncOpenAI, model: str) -> tuple[JsonModeSupport, str]:
     request = _request(model, _JSON_QUESTION, "json_mode", response_format={"type": "json_object"})
     try:
-        await client.chat.completions.create(**request)
+        await _create(client, request)
     except openai.APIError as exc:
         if _refusal(exc):
             return "refused", f"JSON mode: {_failure(exc)}"
@@ -192,19 +192,38 @@ def _request(
     }
 
 
+async def _create(client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+    """The completion for ``request``, asked again once without the probe's sampling
+    limits when the model refuses them (OpenAI's reasoning models take no ``temperature``
+    and want ``max_completion_tokens``): a refused limit says nothing of tools."""
+    try:
+        return await client.chat.completions.create(**request)
+    except openai.BadRequestError as exc:
+        if not _refuses_limits(exc):
+            raise
+    plain = {k: v for k, v in request.items() if k not in ("max_tokens", "temperature")}
+    return await client.chat.completions.create(max_completion_tokens=PROBE_MAX_TOKENS, **plain)
+
+
+def _refuses_limits(exc: openai.APIStatusError) -> bool:
+    if exc.param in ("max_tokens", "temperature"):
+        return True
+    said = _said(exc).lower()
+    return "unsupported" in said and ("max_tokens" in said or "temperature" in said)
+
+
+def _said(exc: openai.APIError) -> str:
+    body = exc.body
+    said = body.get("message") if isinstance(body, Mapping) else body
+    return f"{said if isinstance(said, str) else ''} {exc.message}"
+
+
 def _refusal(exc: openai.APIError) -> bool:
     """A refusal of the request's feature (tools, tool_choice, response_format), as opposed
     to no answer (timeouts, server errors, a wrong key or model)."""
     if not isinstance(exc, openai.APIStatusError) or exc.status_code == 404:
         return False
-    body = exc.body
-    said = body.get("message") if isinstance(body, Mapping) else body
-    kind = classify_error(
-        exc.status_code,
-        code=exc.code,
-        error_type=exc.type,
-        message=f"{said if isinstance(said, str) else ''} {exc.message}",
-    )
+    kind = classify_error(exc.status_code, code=exc.code, error_type=exc.type, message=_said(exc))
     return kind in ("tools", "refused")
 
 

@@ -166,6 +166,31 @@ async def test_an_unreachable_server_is_a_report_not_an_exception():
     assert not report.answered and "could not connect" in report.describe()
 
 
+async def test_a_reasoning_model_that_refuses_the_probes_limits_is_asked_without_them(
+    fake_openai,
+):
+    # OpenAI's reasoning models: a refused sampling parameter says nothing about tools.
+    refused = {
+        "error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this "
+            "model. Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "unsupported_parameter",
+        }
+    }
+
+    def reasoning_model(body):
+        if "max_tokens" in body or "temperature" in body:
+            return Reply(status=400, body=refused)
+        return tool_call(body) if body.get("tools") else Reply(content='{"ok": true}')
+
+    playing(fake_openai, reasoning_model)
+    report = await probe(fake_openai)
+    assert (report.tool_calls, report.json_mode) == ("native", "accepted")
+    assert all(r.body.get("max_completion_tokens") == 256 for r in fake_openai.requests[-2:])
+
+
 async def test_a_reply_cut_at_max_tokens_tells_nothing(fake_openai):
     playing(fake_openai, lambda body: Reply(content="Let me think", finish_reason="length"))
     report = await probe(fake_openai)
