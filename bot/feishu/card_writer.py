@@ -8,6 +8,12 @@ request in flight, coalescing everything that changed meanwhile:
   that content already in it, and sent as a reply by ``card_id``; then the changed
   elements are PUT with their full text and a strictly increasing ``sequence``; at
   the end one card update writes the final text and footer and turns streaming off.
+- At once (``open_now``): the card is posted before anything else is known, with a
+  status line ("Thinking…") in the answer's place, so the person sees at once that the
+  bot is on it, however long the model takes. The first text then replaces the status
+  (one content update more than a card created with that text: creating and sending it
+  cost the same either way); the first tool call or plan adds the steps element above
+  it with one card update (in streaming mode still), which the steps would have cost.
 - Pacing: a first answer token is shown at once (after the per-card minimum gap),
   later snapshots every ``cadence`` seconds (about one a second: each update is an API
   call, and a tenant's free tier has 10,000 a month), never more than 10 operations a
@@ -54,6 +60,7 @@ from .errors import (
     FeishuTransportError,
 )
 from .live_card import (
+    THINKING,
     WORKING,
     LiveView,
     Typewriter,
@@ -154,6 +161,7 @@ class LiveReply:
         self._dirty = asyncio.Event()
         self._urgent = asyncio.Event()
         self._finishing = False
+        self._open_now = False  # post the card before there is anything to show
         self._degraded = False
         self._pump: asyncio.Task[None] | None = None
         self._answer_began: tuple[float, int] | None = None  # (time, length) first seen
@@ -168,6 +176,19 @@ class LiveReply:
             self._urgent.set()
         if self._pump is None:
             self._pump = asyncio.get_running_loop().create_task(self._run(), name="live-reply")
+
+    def open_now(self) -> None:
+        """Post the card now, its status line saying the bot is on it (see the module
+        docstring). Nothing when no live card is shown (economy delivery)."""
+        if not self._streaming:
+            return
+        self._open_now = True
+        self.touch(urgent=True)
+
+    @property
+    def opened(self) -> bool:
+        """Whether a card is posted or on its way (at once, or for something to show)."""
+        return self._open_now or bool(self._cards)
 
     async def finish(self, footer: str = "") -> ReplyOutcome:
         """Write the final state (always closing streaming) and wait until it is out."""
@@ -268,7 +289,8 @@ class LiveReply:
     def _current_card(self) -> _Card | None:
         if self._cards:
             return self._cards[-1]
-        if not self.view.has_progress and not self.view.answer and not self._finishing:
+        idle = not self.view.has_progress and not self.view.answer
+        if idle and not self._finishing and not self._open_now:
             return None
         card = _Card(0, 0, with_steps=self.view.has_progress)
         self._cards.append(card)
@@ -281,6 +303,9 @@ class LiveReply:
             return  # opened with the current content, or to be retried
         if final:
             await self._close_card(card, part, footer=self.view.footer)
+            return
+        if not card.with_steps and card.index == 0 and self.view.has_progress:
+            await self._add_steps(card, part)
             return
         steps = progress_markdown(self.view) if card.with_steps else None
         if steps is not None and steps != card.shown_steps:
@@ -296,6 +321,27 @@ class LiveReply:
             card.shown_answer, card.shown_raw = shown, len(part)
             self._answer_updates += 1
             await self._retune(card)
+
+    def _shows_steps(self, card: _Card) -> bool:
+        """Whether ``card`` has the steps element: the first card once there is work to
+        show (a card posted at once gets it with its first update or its last)."""
+        return card.with_steps or (card.index == 0 and self.view.has_progress)
+
+    async def _add_steps(self, card: _Card, part: str) -> None:
+        """The first card went up with no work to show (its status line, or the answer's
+        first text): one card update puts the steps above the answer, streaming still on."""
+        steps = progress_markdown(self.view)
+        shown = display_answer(part, final=False) if part else WORKING
+        body = streaming_card(
+            steps=steps, answer=shown, summary=summary_of(part or shown), typewriter=card.typewriter
+        )
+
+        def update(sequence: int) -> Awaitable[None]:
+            return self._client.update_card(card.card_id, body, sequence=sequence)
+
+        if await self._op(card, update):
+            card.with_steps = True
+            card.shown_steps, card.shown_answer, card.shown_raw = steps, shown, len(part)
 
     def _answer_rate(self) -> float | None:
         """Characters a second the answer has been growing at; None until measured."""
@@ -334,8 +380,9 @@ class LiveReply:
         """Create the card entity with what there is to show, and send it. True when sent."""
         if not card.card_id:
             steps = progress_markdown(self.view) if card.with_steps else None
-            shown = display_answer(part, final=final) if part else WORKING
-            summary = "(continued)" if card.index else summary_of(part or self.view.notice)
+            # Nothing to show yet: the status line, "Working on it…" below the steps.
+            shown = display_answer(part, final=final) if part else WORKING if steps else THINKING
+            summary = "(continued)" if card.index else summary_of(part or self.view.notice or shown)
             self._answer_rate()  # starts measuring with the first text
             typewriter = self._typewriter()
             body = streaming_card(steps=steps, answer=shown, summary=summary, typewriter=typewriter)
@@ -361,7 +408,9 @@ class LiveReply:
                 self._client.reply_card_entity(
                     self._message_id,
                     card.card_id,
-                    uuid=self._uuid("card", card.index),  # a resend shows once
+                    # A resend of this card shows once; a card of a later attempt at the
+                    # message (a takeover after a crash) is a new card and must show too.
+                    uuid=self._uuid(f"card:{card.card_id}", card.index),
                     reply_in_thread=self._in_thread,
                 )
             )
@@ -395,7 +444,7 @@ class LiveReply:
             return await self._patch(card, part, final=True, footer=footer)
         if not card.message_id and not await self._open(card, part, final=True):
             return False
-        steps = progress_markdown(self.view) if card.with_steps else None
+        steps = progress_markdown(self.view) if self._shows_steps(card) else None
         text = self.view.notice if not self.view.answer and self.view.notice else part
         body = final_card(
             steps=steps,
@@ -491,7 +540,7 @@ class LiveReply:
         self, card: _Card, part: str, *, final: bool, footer: str | None = None
     ) -> bool:
         footer = self.view.footer if footer is None and final else (footer or "")
-        steps = progress_markdown(self.view) if card.with_steps else None
+        steps = progress_markdown(self.view) if self._shows_steps(card) else None
         text = part or (self.view.notice if final else "")
         body = final_card(
             steps=steps,

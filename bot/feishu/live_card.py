@@ -22,6 +22,9 @@ StepState = Literal["running", "waiting", "ok", "error", "blocked", "cancelled"]
 STEPS_SHOWN = 8
 PREVIEW_CHARS = 80
 WORKING = "_Working on it…_"
+# The status line of a card posted before anything else is known (``LiveReply.open_now``):
+# the answer's first text replaces it.
+THINKING = "_Thinking…_"
 
 _ICONS: dict[str, str] = {
     "running": "⏳",

@@ -29,18 +29,34 @@ _STATES: dict[str, StepState] = {
 class LiveAnswer:
     def __init__(self, reply: LiveReply, *, on_answer: Callable[[str], None] | None = None) -> None:
         self.reply = reply
-        # Told of each piece of answer text the card shows (the run event hub's ``answer``).
-        self._on_answer = on_answer
+        # Told of each piece of answer text the card shows (the run event hub's ``answer``);
+        # set once the run's event stream is open, which may be after the card went up.
+        self.on_answer = on_answer
 
     @property
     def started(self) -> bool:
         """Whether anything was shown yet (the card exists or is being created)."""
         view = self.reply.view
-        return bool(view.has_progress or view.answer)
+        return self.reply.opened or bool(view.has_progress or view.answer)
+
+    def show_at_once(self) -> None:
+        """Post the card now with its status line, before the question is read or the
+        model says anything: the person sees at once that the bot is on it."""
+        self.reply.open_now()
+
+    async def end_unanswered(self, notice: str) -> None:
+        """End a card that will get no answer (stopped, or the turn failed): it says
+        ``notice`` and its streaming is turned off. Nothing when nothing was shown."""
+        if not self.started:
+            return
+        self.stopped(notice)
+        await self.reply.finish()
 
     def on_event(self, event: RunEvent) -> None:
         view = self.reply.view
         if isinstance(event, StepEvent):
+            # The first work to show goes up at once: the card may be saying only "Thinking…".
+            first = not view.has_progress
             if event.phase == "started":
                 arguments = json.dumps(dict(event.arguments), ensure_ascii=False, default=str)
                 view.steps.append(
@@ -54,7 +70,7 @@ class LiveAnswer:
                     return
                 line.state = _STATES.get(event.status or "", "error")
                 line.result = preview(event.observation or "")
-            self.reply.touch()
+            self.reply.touch(urgent=first)
         elif isinstance(event, AnswerEvent):
             self.add_answer(event.delta)
         elif isinstance(event, PhaseEvent):
@@ -64,6 +80,7 @@ class LiveAnswer:
 
     def _phase(self, event: PhaseEvent) -> None:
         view = self.reply.view
+        first = view.plan is None
         if view.plan is None:
             if event.phase != "planning":
                 return  # a plan's closing events after it was given up: nothing to show
@@ -72,7 +89,7 @@ class LiveAnswer:
         if event.phase == "executing" and not plan.steps and event.round == 0:
             plan.without_plan = True  # no usable plan: the tool calls that follow are ReAct's
         plan.phase, plan.detail = event.phase, event.detail or ""
-        self.reply.touch()
+        self.reply.touch(urgent=first)
 
     def _plan_step(self, event: PlanStepEvent) -> None:
         view = self.reply.view
@@ -95,8 +112,8 @@ class LiveAnswer:
             return
         first = not self.reply.view.answer
         self.reply.view.answer += delta
-        if self._on_answer is not None:
-            self._on_answer(delta)
+        if self.on_answer is not None:
+            self.on_answer(delta)
         self.reply.touch(urgent=first)
 
     def stopped(self, notice: str) -> None:

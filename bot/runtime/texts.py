@@ -31,6 +31,7 @@ PLAN_USAGE = (
 
 STOPPED = "Stopped the reply in progress."
 STOPPED_CARD = "_Stopped._"
+INTERRUPTED_CARD = "_Interrupted._"  # the turn failed or the bot shut down mid-answer
 NOTHING_TO_STOP = "Nothing is running right now."
 RESET = "Started a new conversation: earlier messages are forgotten."
 

@@ -8,6 +8,7 @@ one write: history, run row and completed claims go in together (``TurnJournal``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -42,6 +43,8 @@ from .questions import Question, build_question, problems_text
 from .run_events import RunEventHub, RunPublisher
 
 logger = logging.getLogger(__name__)
+
+CARD_END_SECONDS = 5.0  # to close the card of an interrupted turn
 
 # Makes the agent for a new run (async: what it may use depends on the org's mode), in
 # the mode given (``/plan`` forces one) or, with None, the configured one.
@@ -152,15 +155,20 @@ class TurnRunner:
         async def run(turn: Turn) -> None:
             began = time.monotonic()
             opened: list[RunPublisher] = []  # the run's event stream, once it started
+            cards: list[LiveAnswer] = []  # the turn's card, once it was posted
             status: str | None = "failed"
             # The ids _run binds label every line of the turn, and only of this turn.
             with log_scope():
                 try:
-                    status = await self._run(turn, message, key, opened, extras)
+                    status = await self._run(turn, message, key, opened, cards, extras)
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
+                    await _end_cards(cards)
                     await self._release(turn)
+                    raise
+                except asyncio.CancelledError:  # shutting down: a later start answers it
+                    await _end_cards(cards)
                     raise
                 finally:  # raised or cancelled: the stream still ends (no-op after done)
                     for publisher in opened:
@@ -182,12 +190,18 @@ class TurnRunner:
         message: InboundMessage,
         key: str,
         opened: list[RunPublisher],
+        cards: list[LiveAnswer],
         extras: _Extras,
     ) -> str | None:
         """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
             await self._complete(turn)
             return None
+        # The card goes up at once: reading the question's files and the model's first
+        # words may take a minute, and the person must see meanwhile that the bot is on it.
+        live = LiveAnswer(self._live_reply(message))
+        live.show_at_once()
+        cards.append(live)
         run_id = uuid.uuid4().hex
         bind_log_context(conversation=key, run=run_id, message=message.message_id)
         started_at = self._clock()
@@ -203,6 +217,7 @@ class TurnRunner:
         if question is None or agent is None or turn.stopped_before_start:
             # A /stop while the question was read (downloads) or the agent made: the run
             # has not bound the queue yet, so the stop was left here for it.
+            await live.end_unanswered(texts.STOPPED_CARD)
             await self._complete(turn)
             return None
         start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
@@ -215,7 +230,7 @@ class TurnRunner:
             started_at=started_at,
         )
         opened.append(events)
-        live = LiveAnswer(self._live_reply(message), on_answer=events.answer)
+        live.on_answer = events.answer
         if question.problems:  # what could not be read is said first, whatever follows
             live.add_answer(problems_text(question.problems) + "\n\n")
         answer: str | None
@@ -324,6 +339,16 @@ class TurnRunner:
             except Exception:
                 logger.exception("releasing %s failed", job.message_id)
             self._in_flight.done(job.message_id)
+
+
+async def _end_cards(cards: list[LiveAnswer]) -> None:
+    """A turn that raised or was cancelled leaves no card stuck on "Thinking…": it says it
+    was interrupted and stops streaming (bounded: shutdown must not wait on Feishu)."""
+    for live in cards:
+        try:
+            await asyncio.wait_for(live.end_unanswered(texts.INTERRUPTED_CARD), CARD_END_SECONDS)
+        except Exception:
+            logger.warning("ending the card of an interrupted turn failed", exc_info=True)
 
 
 def _fan_out(*consumers: Callable[[RunEvent], None]) -> Callable[[RunEvent], None]:

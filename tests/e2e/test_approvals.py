@@ -93,12 +93,12 @@ async def test_approve_runs_the_tool_and_resolves_the_card(governed, deployer, f
         # The live answer card says the call is waiting.
         await bot.wait_for(lambda: any(m.card_id for m in bot.replies_to("om_1")))
         live = next(m for m in bot.replies_to("om_1") if m.card_id)
-        await bot.wait_for(
-            lambda: (
-                "approval" in feishu.cards[live.card_id].element("steps")["content"].lower()
-                or "⏸" in feishu.cards[live.card_id].element("steps")["content"]
-            )
-        )
+
+        def steps() -> str:  # the card went up saying "Thinking…"; the steps came after
+            element = feishu.cards[live.card_id].element("steps")
+            return element["content"] if element else ""
+
+        await bot.wait_for(lambda: "approval" in steps().lower() or "⏸" in steps())
 
         answer = await bot.click(
             value_for(card, "approve"), by=ADMIN, card_message_id=card.message_id

@@ -56,7 +56,10 @@ async def test_stop_cancels_the_running_reply_and_says_so(bot):
     await bot.say("om_after", "still there?")
     await bot.reply("om_after")
     await bot.settle()
-    assert bot.replies_to("om_long") == []
+    # Its card went up at once; it now says stopped, streaming off (not stuck "Thinking…").
+    (card,) = [bot.feishu.cards[m.card_id] for m in bot.replies_to("om_long")]
+    assert card.element("answer")["content"] == texts.STOPPED_CARD
+    assert card.streaming_mode is False
     assert (await bot.services.ledger.get("om_long")).state == "done"
     runs = await RunStore(bot.services.database).recent()
     assert [run.status for run in runs if run.message_id == "om_long"] == ["cancelled"]
@@ -90,7 +93,8 @@ async def test_conversations_run_side_by_side(bot):
     await gate.entered.wait()
     await bot.say("om_fast", "fast one", sender_open_id="ou_bob")
     assert "Answer to: fast one" in await bot.reply("om_fast")
-    assert bot.replies_to("om_slow") == []
+    (slow,) = bot.replies_to("om_slow")  # its card says it is on it, and nothing more yet
+    assert bot.feishu.cards[slow.card_id].element("answer")["content"] == "_Thinking…_"
     gate.release.set()
     await bot.reply("om_slow")
 
@@ -181,6 +185,8 @@ async def test_stop_while_the_question_is_still_being_read_stops_it(bot):
     await bot.say("om_stop", "/stop")
     assert await bot.reply("om_stop") == texts.STOPPED
     await bot.settle()
-    assert bot.replies_to("om_img") == []
+    (card,) = [bot.feishu.cards[m.card_id] for m in bot.replies_to("om_img")]
+    assert card.element("answer")["content"] == texts.STOPPED_CARD
+    assert card.streaming_mode is False
     assert bot.llm_server.requests == []
     assert (await bot.services.ledger.get("om_img")).state == "done"

@@ -20,7 +20,7 @@ import pytest
 
 from bot.store import Database, MessageLedger
 
-from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, running_bot, settings_for
+from e2e.harness import ENCRYPT_KEY, VERIFICATION_TOKEN, answer_of, running_bot, settings_for
 from fakes.feishu_push import message_event, signed_request
 from support.models import HoldFirstLoopCall
 from support.processes import serve_env, start_serve, wait_healthy
@@ -41,11 +41,17 @@ async def test_a_graceful_shutdown_hands_unfinished_work_to_the_next_start(
     async with Database(settings.database_url) as db:
         entry = await MessageLedger(db).get("om_handoff")
     assert entry.state == "claimed" and entry.lease_until <= time.time()
+    # Its card went up at once; the shutdown closed it saying so (no card stuck "Thinking…").
+    (first_card,) = [feishu.cards[m.card_id] for m in _replies(feishu, "om_handoff")]
+    assert first_card.streaming_mode is False
+    assert first_card.element("answer")["content"] == "_Interrupted._"
     hold.release.set()
     async with running_bot(settings, feishu, llm_server, owner="second") as bot:
-        await bot.reply("om_handoff")
+        await bot.wait_for(lambda: len(bot.replies_to("om_handoff")) == 2)
+        await bot.settle_reply("om_handoff")
         await bot.settle()
-        assert len(bot.replies_to("om_handoff")) == 1
+        _, answer = bot.replies_to("om_handoff")  # a card of its own: the first is closed
+        assert answer_of(answer, feishu).startswith("Answer to")
         assert (await bot.services.ledger.get("om_handoff")).state == "done"
 
 
@@ -144,8 +150,13 @@ async def test_a_killed_process_is_taken_over_after_the_lease(tmp_path, feishu, 
             await wait_until(
                 lambda: _state(ledger, "om_crash", "done"), 30, failure=lambda: _tail(log)
             )
-        replies = _replies(feishu, "om_crash")
-        assert len(replies) == 1
+        # The killed process's card went up at once and could not be closed; the answer is
+        # in a card of its own (sent under its own uuid, so Feishu does not take it for a
+        # resend of the first one and leave it unseen).
+        stuck, answered = _replies(feishu, "om_crash")
+        assert feishu.cards[stuck.card_id].element("answer")["content"] == "_Thinking…_"
+        assert answer_of(answered, feishu).startswith("Answer to")
+        assert feishu.cards[answered.card_id].streaming_mode is False
         assert "taking over message om_crash" in _tail(log)
     finally:
         second.send_signal(signal.SIGTERM)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from bot.engine import tool_from_function
 from bot.store import RunStore
 
 from e2e.harness import answer_of, running_bot, settings_for
 from fakes.openai_server import Reply
+from support.waiting import wait_until
 
 ANSWER = (
     "## 结果\n\nThe deployment **succeeded**. 部署成功了。\n\n"
@@ -47,9 +49,15 @@ async def test_the_answer_streams_into_one_card_and_ends_exact(bot):
 
 
 async def test_tool_steps_show_on_the_card(tmp_path, feishu, llm_server):
+    def shown_running() -> bool:
+        return any(
+            "⏳ `deploy_status`" in (op.text or "") for card in feishu.cards.values()
+            for op in card.timeline if op.code == 0
+        )  # fmt: skip
+
     async def deploy_status(service: str) -> str:
         """Status of a service."""
-        await asyncio.sleep(0.05)
+        await wait_until(shown_running, 10)  # returns once the card shows it running
         return f"{service}: 3/3 ready"
 
     calls = {"n": 0}
@@ -74,9 +82,12 @@ async def test_tool_steps_show_on_the_card(tmp_path, feishu, llm_server):
         steps = card.element("steps")["content"]
         assert "✅ `deploy_status`" in steps and "3/3 ready" in steps
         assert card.element("answer")["content"] == "All services are ready."
-        # While the tool ran, the card (created for the step) showed it running.
+        # The card went up saying "Thinking…"; the tool's line came above its status.
         created = card.timeline[0]
-        assert created.op == "create" and "⏳ `deploy_status`" in created.text
+        assert created.op == "create" and "_Thinking…_" in created.text
+        assert "steps" not in created.text
+        (grown,) = [op for op in card.timeline if op.op == "update" and "⏳" in op.text]
+        assert json.loads(grown.text)["config"]["streaming_mode"] is True
 
 
 async def test_stop_closes_the_card_it_started(tmp_path, feishu, llm_server):

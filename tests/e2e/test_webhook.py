@@ -39,9 +39,9 @@ async def test_a_direct_message_gets_one_reply(bot):
     assert "Answer to: hello bot" in text
     (reply,) = bot.replies_to("om_1")
     assert reply.msg_type == "interactive"
-    # The fake model answers at once, so the finished card goes out in one call.
-    assert reply.content["schema"] == "2.0"
-    assert reply.card_id is None
+    # The live card went up at once, before the model said anything, and was finished.
+    assert reply.card_id is not None
+    assert bot.feishu.cards[reply.card_id].streaming_mode is False
     assert reply.uuid and reply.uuid.startswith("lg-")
     assert not reply.reply_in_thread
     await bot.settle()

@@ -295,3 +295,80 @@ async def test_economy_modes_send_one_finished_reply_or_text_and_lose_nothing(fa
     parts = [m for m in fake.sent if m.reply_to == "om_b"]
     assert len(parts) == 3 and all(m.msg_type == "text" for m in parts)
     assert "".join(m.content["text"] for m in parts) == answer + "\n\n— footer"
+
+
+# -- posted at once (open_now) ------------------------------------------------------------
+
+
+def api_calls(fake) -> int:
+    return len([r for r in fake.requests if "/open-apis/auth" not in r.path])
+
+
+async def test_a_card_posted_at_once_says_thinking_until_the_answer_replaces_it(fake, client):
+    reply = live(client)
+    reply.open_now()
+    (card,) = await wait_until(lambda: [c for c in cards_of(fake) if c.message_id])
+    assert card.element("answer")["content"] == "_Thinking…_" and card.streaming_mode
+    assert card.element("steps") is None and card.summary == "Thinking…"
+    await stream(reply, "The capital of France is Paris.")
+    outcome = await reply.finish("1 step")
+    assert card.element("answer")["content"] == "The capital of France is Paris."
+    assert card.element("steps") is None and card.streaming_mode is False
+    assert_sequences_increase(card)
+    # What the status costs: the answer's first text is a content update instead of
+    # going into the card's creation; creating and sending the card cost the same.
+    kinds = [op.op for op in card.timeline if op.code == 0]
+    assert kinds[:3] == ["create", "send", "content"] and kinds[-1] == "update"
+    assert outcome.calls == api_calls(fake) == len(kinds)
+
+
+async def test_the_first_steps_join_a_card_posted_at_once_in_one_update(fake, client):
+    reply = live(client)
+    reply.open_now()
+    (card,) = await wait_until(lambda: [c for c in cards_of(fake) if c.message_id])
+    reply.view.steps.append(StepLine("c1", "weather", '{"city": "Paris"}'))
+    reply.touch(urgent=True)
+    await wait_until(lambda: card.element("steps") is not None)
+    grown = card.timeline[-1]
+    assert grown.op == "update" and card.streaming_mode  # still streaming after it
+    assert "⏳ `weather`" in card.element("steps")["content"]
+    assert card.element("answer")["content"] == "_Working on it…_"
+    reply.view.steps[0].state, reply.view.steps[0].result = "ok", "sunny"
+    await stream(reply, "Sunny in Paris.")
+    await reply.finish()
+    assert "✅ `weather`" in card.element("steps")["content"]
+    assert card.element("answer")["content"] == "Sunny in Paris."
+    assert card.streaming_mode is False
+    assert_sequences_increase(card)
+
+
+async def test_an_answer_finished_before_the_card_is_out_costs_one_call(fake, client):
+    reply = live(client)
+    reply.open_now()
+    reply.view.answer = "Quick."
+    outcome = await reply.finish()  # before the card's creation got a turn
+    assert outcome.calls == 1 and fake.cards == {}
+    assert "Quick." in json.dumps(fake.sent[0].content, ensure_ascii=False)
+
+
+async def test_without_a_live_card_nothing_is_posted_at_once(fake, client):
+    reply = live(client, streaming=False)
+    reply.open_now()
+    assert not reply.opened
+    reply.view.answer = "An answer."
+    outcome = await reply.finish()
+    assert outcome.calls == 1 and fake.cards == {}
+
+
+async def test_a_later_attempt_at_a_message_shows_its_own_card(fake, client):
+    """A takeover (another process, after a crash) answers the same message: its card is a
+    new card entity and must not be taken by Feishu for a resend of the first one's."""
+    first = live(client)
+    first.open_now()
+    await wait_until(lambda: [c for c in cards_of(fake) if c.message_id])
+    again = live(client)  # same message, same uuid seed
+    again.open_now()
+    await stream(again, "The answer.")
+    await again.finish()
+    shown = cards_of(fake)
+    assert len(shown) == 2 and shown[1].element("answer")["content"] == "The answer."
