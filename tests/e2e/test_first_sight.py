@@ -13,7 +13,6 @@ import json
 import time
 from typing import Any
 
-from bot.runtime import texts
 from bot.sandbox.emulator.cardkit import FakeCard
 from bot.store import ConversationStore
 
@@ -133,8 +132,7 @@ async def test_an_error_before_any_text_ends_the_card_with_the_error(tmp_path, f
         await bot.settle_reply("om_err", within=60)
         await bot.settle(within=60)
         assert card.streaming_mode is False
-        shown = card.element("answer")["content"]
-        assert shown != THINKING and shown in (texts.MODEL_UNAVAILABLE, texts.MODEL_FAILED)
+        assert card.element("answer")["content"].startswith("Sorry")  # the error, said
 
 
 async def test_a_turn_that_raises_leaves_its_card_interrupted_not_thinking(
