@@ -5,11 +5,13 @@ client's ``on_call``) and added to the database's ledger every few seconds, whic
 with the month's total of every process. With ``FEISHU_MONTHLY_API_BUDGET`` set, the total
 picks how an answer is delivered (``Delivery``), in steps a user can see in the footer:
 
-0. live: the card streams, about one update a second;
+0. live: the card is posted at once (its status line says the bot is on it) and streams,
+   about one update a second;
 1. fewer updates: the card streams, one update every few seconds (about a third of the
    calls); taken as soon as the month's pace would spend the budget before the month
    ends, or at 60% of it, so that it lasts the month at the current rate;
-2. finished cards: nothing while the answer is written, one finished card at the end
+2. finished cards: nothing while the answer is written, not even the status (the card
+   posted at once would cost two calls more an answer), one finished card at the end
    (1 call, 2 for a long answer), from 85%;
 3. text only: a plain text reply (1 call), from 95%.
 
