@@ -362,10 +362,11 @@ def _fan_out(*consumers: Callable[[RunEvent], None]) -> Callable[[RunEvent], Non
 
 
 def _footer(result: AgentResult, elapsed: float, model: str) -> str:
-    usage = result.total_usage
+    usage = result.total_usage  # every call: tool selection, the loop, synthesis
+    tokens = f"{usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
     parts = [
         f"{result.iterations} step{'s' if result.iterations != 1 else ''}",
-        f"{usage.total_tokens} tokens",
+        f"{usage.total_tokens} tokens ({tokens})",
         f"{elapsed:.1f} s",
     ]
     if model:
