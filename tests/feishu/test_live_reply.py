@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -372,3 +374,32 @@ async def test_a_later_attempt_at_a_message_shows_its_own_card(fake, client):
     await again.finish()
     shown = cards_of(fake)
     assert len(shown) == 2 and shown[1].element("answer")["content"] == "The answer."
+
+
+STATUS_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "status_cards"
+UPDATE_GOLDEN = os.environ.get("LARKGATE_UPDATE_GOLDEN") == "1"
+
+
+def golden(name: str, card_json: str) -> None:
+    """``card_json`` (as sent) equals ``status_cards/<name>.json``; LARKGATE_UPDATE_GOLDEN=1
+    rewrites it, for a deliberate change (review the diff)."""
+    card = json.loads(card_json)
+    path = STATUS_FIXTURES / f"{name}.json"
+    if UPDATE_GOLDEN:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(card, ensure_ascii=False, indent=2) + "\n")
+    assert card == json.loads(path.read_text())
+
+
+async def test_the_cards_posted_at_once_are_the_golden_ones(fake, client):
+    """What goes over the wire: the card created at once, and the update that puts the
+    first step above its status."""
+    reply = live(client)
+    reply.open_now()
+    (card,) = await wait_until(lambda: [c for c in cards_of(fake) if c.message_id])
+    golden("posted", card.timeline[0].text)
+    reply.view.steps.append(StepLine("c1", "weather", '{"city": "Paris"}'))
+    reply.touch(urgent=True)
+    await wait_until(lambda: card.element("steps") is not None)
+    golden("with_steps", card.timeline[-1].text)
+    await reply.finish()
