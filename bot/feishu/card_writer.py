@@ -312,15 +312,14 @@ class LiveReply:
             if not await self._op(card, self._put(card, "steps", steps)):
                 return  # skip the rest of this frame; the next one carries it
             card.shown_steps = steps
-        shown = display_answer(part, final=False)
-        if (
-            part
-            and shown != card.shown_answer
-            and await self._op(card, self._put(card, "answer", shown))
-        ):
+        # No text (none yet, or what was shown was taken back): the status line again.
+        placeholder = WORKING if steps is not None else THINKING
+        shown = display_answer(part, final=False) if part else placeholder
+        if shown != card.shown_answer and await self._op(card, self._put(card, "answer", shown)):
             card.shown_answer, card.shown_raw = shown, len(part)
-            self._answer_updates += 1
-            await self._retune(card)
+            if part:
+                self._answer_updates += 1
+                await self._retune(card)
 
     def _shows_steps(self, card: _Card) -> bool:
         """Whether ``card`` has the steps element: the first card once there is work to

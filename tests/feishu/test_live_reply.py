@@ -403,3 +403,20 @@ async def test_the_cards_posted_at_once_are_the_golden_ones(fake, client):
     await wait_until(lambda: card.element("steps") is not None)
     golden("with_steps", card.timeline[-1].text)
     await reply.finish()
+
+
+async def test_answer_text_taken_back_leaves_the_status_line_again(fake, client):
+    """A note the model wrote before deciding to call tools is not the answer: once the
+    view drops it, the card says "Thinking…" again rather than keep showing it."""
+    reply = live(client)
+    reply.open_now()
+    (card,) = await wait_until(lambda: [c for c in cards_of(fake) if c.message_id])
+    reply.view.answer = "Let me look that up."
+    reply.touch(urgent=True)
+    await wait_until(lambda: card.element("answer")["content"] == "Let me look that up.")
+    reply.view.answer = ""
+    reply.touch(urgent=True)
+    await wait_until(lambda: card.element("answer")["content"] == "_Thinking…_")
+    await stream(reply, "Paris.")
+    await reply.finish()
+    assert card.element("answer")["content"] == "Paris." and card.streaming_mode is False
