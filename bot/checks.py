@@ -473,7 +473,8 @@ _NATIVE_TOOLS_HINT = {
     "refused": "for native tool calls, serve a model with tool support (Ollama lists them "
     "under tools; llama.cpp: llama-server --jinja)",
     "forced": "for native tool calls, let the server choose tools itself (vLLM: "
-    "--enable-auto-tool-choice --tool-call-parser <the model's parser>)",
+    "--enable-auto-tool-choice --tool-call-parser <the model's parser>; others: a chat "
+    "format or template with tool calls)",
 }
 
 
