@@ -33,6 +33,7 @@ from .dag import (
 )
 from .events import (
     AnswerEvent,
+    AnswerWithdrawnEvent,
     CompactEvent,
     DoneEvent,
     PhaseEvent,
@@ -79,6 +80,7 @@ __all__ = [
     "LLM",
     "AgentResult",
     "AnswerEvent",
+    "AnswerWithdrawnEvent",
     "Artifact",
     "ChatAgent",
     "CompactEvent",

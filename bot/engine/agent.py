@@ -2,8 +2,18 @@
 
 ``run()`` selects tools (when there are many), runs the tool loop (``loop.RunLoop``)
 and always returns a consistent ``AgentResult``: a failing model, a stop request or a
-bug in a tool never escapes as an exception. ``stream_answer()`` then writes the
-user-facing answer from the run's full trace, streaming its text.
+bug in a tool never escapes as an exception. ``stream_answer()`` then gives the
+user-facing answer, streaming its text.
+
+Where the answer comes from (``synthesis``):
+- ``"auto"`` (the default): in native mode the loop's calls stream, and a final reply
+  is the answer: its text went out as ``answer`` events while it was written
+  (``AgentResult.answer_streamed``), and ``stream_answer()`` gives it back without a
+  model call. A run without such a reply (JSON mode, the iteration cap, a cycle stop,
+  an error, an answer found only in ``reasoning_content``) gets the reference design's
+  synthesis: a separate streaming call that writes the answer from the full trace.
+- ``"always"``: the reference design everywhere: the loop does not stream, and
+  ``stream_answer()`` always writes the answer with the synthesis call.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from .context_guard import ContextGuard
 from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
@@ -24,7 +34,7 @@ from .interrupts import InterruptLimits, InterruptQueue, cap_text
 from .llm import LLM
 from .loop import RunLoop
 from .messages import ImagePart, Message, MessageLike, as_messages
-from .prompts import JSON_SYSTEM_PROMPT, NATIVE_SYSTEM_PROMPT
+from .prompts import JSON_SYSTEM_PROMPT, NATIVE_ANSWER_SYSTEM_PROMPT, NATIVE_SYSTEM_PROMPT
 from .result import AgentResult, LoopMode
 from .selection import select_tools
 from .synthesis import synthesize
@@ -33,6 +43,9 @@ from .tools import Tool, ToolRegistry
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_BUDGET = 96_000
+
+# Where the answer comes from: see the module docstring.
+SynthesisMode = Literal["auto", "always"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,7 @@ class ReActAgent:
     run of this agent. ``context_budget`` is the ContextGuard's token budget.
     ``interrupt_limits`` bound the pinned user text of a run: what it reads from its
     interrupt queue, and the question itself (cut, with a note, past the message cap).
+    ``synthesis`` says where the answer comes from (see the module docstring).
     """
 
     def __init__(
@@ -78,6 +92,7 @@ class ReActAgent:
         selection_threshold: int = 12,
         max_selected_tools: int = 6,
         interrupt_limits: InterruptLimits | None = None,
+        synthesis: SynthesisMode = "auto",
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -107,6 +122,15 @@ class ReActAgent:
         # Native function calling when asked for and the model can do it; JSON otherwise.
         self.mode: LoopMode = (
             "native" if use_native_tools and llm.abilities.get("tool_call", False) else "json"
+        )
+        if synthesis not in ("auto", "always"):
+            raise ValueError("synthesis must be 'auto' or 'always'")
+        self.synthesis: SynthesisMode = synthesis
+        # The loop streams, and a final reply is the answer (native mode, "auto").
+        self.streams = (
+            self.mode == "native"
+            and synthesis == "auto"
+            and bool(llm.abilities.get("streaming", True))
         )
 
     async def run(
@@ -174,12 +198,22 @@ class ReActAgent:
         on_event: EventCallback | None = None,
         fallback: bool = True,
     ) -> AsyncIterator[str]:
-        """Stream the user-facing answer written from ``result``'s full trace.
+        """Stream the user-facing answer of ``result``.
 
+        When the run's final reply is the answer (``result.answer_streamed``), that is
+        it, given at once without a model call (its deltas already went out as the
+        run's ``answer`` events). Otherwise synthesis writes it from the full trace.
         With ``fallback`` (the default), a synthesis that fails before producing any
         text yields ``result.answer`` instead, so the caller always gets an answer.
         """
         sink = EventSink(on_event)
+        if result.answer_streamed:
+            try:
+                sink.emit(AnswerEvent(result.answer))
+                yield result.answer
+            finally:
+                await sink.aclose()
+            return
         try:
             # The question as the run saw it, so both phases read the same text.
             pinned = self._pinned(query)
@@ -235,6 +269,7 @@ class ReActAgent:
             interrupts=interrupts,
             mode=self.mode,
             query=query,
+            streams=self.streams,
         )
 
     def _system_prompt(self, tools: ToolRegistry) -> str:
@@ -243,7 +278,8 @@ class ReActAgent:
             if self.mode == "json":
                 prompt += "\n\n" + JSON_SYSTEM_PROMPT.format(tools=tools.json_mode_prompt())
         elif self.mode == "native":
-            prompt = NATIVE_SYSTEM_PROMPT
+            # The final reply is the answer the user reads, or a draft synthesis rewrites.
+            prompt = NATIVE_ANSWER_SYSTEM_PROMPT if self.streams else NATIVE_SYSTEM_PROMPT
         else:
             prompt = JSON_SYSTEM_PROMPT.format(tools=tools.json_mode_prompt())
         if self.instructions:
@@ -265,6 +301,7 @@ class ReActAgent:
             run_id=run.run_id,
             model=getattr(self.llm, "model", None),
             compactions=loop.compactions,
+            answer_streamed=loop.answer_streamed,
         )
 
 

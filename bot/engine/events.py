@@ -1,8 +1,10 @@
 """Run events: what a run did, as it happens, for cards, consoles and logs.
 
 The same event types a web UI receives over Server-Sent Events:
-``step`` (a tool call started or finished), ``answer`` (a delta of the synthesized
-answer), ``compact`` (the context was summarised) and ``done`` (the run ended).
+``step`` (a tool call started or finished), ``answer`` (a delta of the answer: the
+model's final reply as it streams in, or the synthesized answer), ``answer_withdrawn``
+(answer text already sent is not the answer after all: take it back), ``compact`` (the
+context was summarised) and ``done`` (the run ended).
 Plan mode (``bot.engine.dag``) adds ``phase`` (planning, executing, analysing,
 replanning, done) and ``plan_step`` (a step of the plan changed state); its step
 agents' ``step`` events carry the plan step's id in ``plan_step``.
@@ -70,6 +72,24 @@ class AnswerEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "delta": self.delta}
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerWithdrawnEvent:
+    """The last ``text`` of the answer sent so far is not the answer: remove it.
+
+    A streamed reply's text goes out as ``answer`` deltas while it may be the final
+    answer. It is withdrawn when the reply turned out to be tool calls (a note before
+    them), when the run dropped it for a message the user sent meanwhile (a new answer
+    follows), or when its stream broke and the call is made again. ``text`` is exactly
+    what those deltas added, so a consumer cuts it off the end of its answer.
+    """
+
+    type: ClassVar[str] = "answer_withdrawn"
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +177,15 @@ class PlanStepEvent:
         }
 
 
-RunEvent = StepEvent | AnswerEvent | CompactEvent | DoneEvent | PhaseEvent | PlanStepEvent
+RunEvent = (
+    StepEvent
+    | AnswerEvent
+    | AnswerWithdrawnEvent
+    | CompactEvent
+    | DoneEvent
+    | PhaseEvent
+    | PlanStepEvent
+)
 EventCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 

@@ -8,6 +8,11 @@ checklist. ``ReActAgent.run`` creates one per run.
 Message order in native mode is strict: an assistant message with ``tool_calls`` is
 followed by all of its tool messages, in call order, before anything else (cycle
 warnings, self-reflection and interrupts come after them).
+
+With ``streams`` (native mode, synthesis ``auto``) every call streams and a final
+reply the loop accepts is the answer, already sent as ``answer`` events
+(``answer_streamed``); text of a reply that is not taken as the answer is withdrawn
+(``streamed_reply``). The loop rules are the same either way.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from .events import CompactEvent, EventSink
 from .executor import ToolExecutor
 from .interrupts import InterruptQueue
 from .json_extract import extract_json
-from .llm import LLM, LLMContextOverflow, LLMError, LLMResponse
+from .llm import LLM, LLMContextOverflow, LLMError, LLMResponse, LLMStreamInterrupted
 from .messages import Message, ToolCall, Usage
 from .prompts import (
     COMPLETION_CHECKLIST,
@@ -34,6 +39,7 @@ from .prompts import (
     interrupt_message,
 )
 from .result import LoopMode, RunStatus, Step
+from .streamed_reply import StreamedReply
 from .tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -53,6 +59,8 @@ class RunLoop:
     interrupts: InterruptQueue | None
     mode: LoopMode
     query: str
+    # Calls stream, and a final reply the loop accepts is the answer (see the docstring).
+    streams: bool = False
     context: list[Message] = field(default_factory=list)
     transcript: list[Message] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
@@ -72,6 +80,9 @@ class RunLoop:
     last_cycle_counts: dict[str, int] = field(default_factory=dict)
     # The tool calls of the last assistant message, until their results are appended.
     pending_calls: tuple[ToolCall, ...] = ()
+    # The last streamed call, and whether the answer is its text as it was sent.
+    reply: StreamedReply | None = None
+    answer_streamed: bool = False
 
     def add(self, message: Message) -> None:
         self.context.append(message)
@@ -108,11 +119,15 @@ class RunLoop:
             self._fit_budget()
             sent = len(self.context)
             try:
-                response = await self.llm.chat(
-                    self.context, tools=tools_schema, response_format=json_format
-                )
+                response = await self._request(tools_schema, json_format)
             except LLMContextOverflow as exc:
                 if attempt == 0 and await self._fit_context(force=True):
+                    continue
+                self._model_failed(exc)
+                return None
+            except LLMStreamInterrupted as exc:
+                if attempt == 0:  # its text was taken back: ask once more, from the start
+                    logger.warning("the model's stream broke off (%s); asking again", exc)
                     continue
                 self._model_failed(exc)
                 return None
@@ -127,6 +142,31 @@ class RunLoop:
             self.guard.calibrate(self.context, sent, response.usage.prompt_tokens)
             return response
         return None
+
+    async def _request(
+        self, tools_schema: list[dict[str, Any]] | None, json_format: dict[str, str] | None
+    ) -> LLMResponse:
+        if not self.streams:
+            return await self.llm.chat(
+                self.context, tools=tools_schema, response_format=json_format
+            )
+        self.reply = StreamedReply(self.sink, show=self._may_answer())
+        try:
+            return await self.reply.read(self.llm, self.context, tools_schema)
+        except Exception:  # a stop (cancellation) leaves what was shown: the card says so
+            self.reply.withdraw()
+            raise
+
+    def _may_answer(self) -> bool:
+        """Whether a final reply to the next call would be taken as the answer: not when
+        the checklist is due, nor when a user's message already waits to be read."""
+        if self._checklist_due():
+            return False
+        return self.interrupts is None or not self.interrupts.pending()
+
+    def _withdraw(self) -> None:
+        if self.reply is not None:
+            self.reply.withdraw()
 
     def _model_failed(self, exc: BaseException) -> None:
         self.finish_without_answer("error", f"the model failed: {type(exc).__name__}: {exc}")
@@ -162,6 +202,7 @@ class RunLoop:
 
     async def _native_turn(self, response: LLMResponse) -> bool:
         if response.tool_calls:
+            self._withdraw()  # a note before the calls is not the answer
             calls = _unique_ids(response.tool_calls)
             if self._cycle_stop(calls):
                 return True
@@ -264,6 +305,7 @@ class RunLoop:
     def _final_answer(self, content: str, reasoning: str | None, *, raw: str | None = None) -> bool:
         text = (content or "").strip() or (reasoning or "").strip()
         if not text:
+            self._withdraw()
             self.empty_streak += 1
             if self.empty_streak > self.settings.max_reformat_retries:
                 self.finish_without_answer("error", "the model kept replying with empty content")
@@ -272,20 +314,29 @@ class RunLoop:
             return False
         self.empty_streak = 0
         if self._drain_interrupts():
+            self._withdraw()  # a new answer, written with the message, replaces it
             return False  # the user added something: this answer is stale
         assistant = Message.assistant(raw if raw is not None else text, reasoning_content=reasoning)
-        if (
-            self.settings.completion_check
-            and not self.checklist_done
-            and self.real_tool_calls >= self.settings.completion_check_min_tools
-        ):
+        if self._checklist_due():
+            self._withdraw()
             self.checklist_done = True
             self.add(assistant)
             self.add(Message.user(COMPLETION_CHECKLIST, kind="checklist"))
             return False
         self.add(assistant)
         self.answer = text
+        shown = self.reply.shown.strip() if self.reply is not None else ""
+        self.answer_streamed = bool(shown) and shown == text
+        if not self.answer_streamed:
+            self._withdraw()  # e.g. the answer is the reasoning: synthesis writes it
         return True
+
+    def _checklist_due(self) -> bool:
+        return (
+            self.settings.completion_check
+            and not self.checklist_done
+            and self.real_tool_calls >= self.settings.completion_check_min_tools
+        )
 
     def _drain_interrupts(self) -> bool:
         if self.interrupts is None or not self.interrupts.pending():

@@ -11,19 +11,39 @@ from typing import Any
 
 from .interrupts import INTERRUPT_HEADER
 
-_GUIDELINES = """\
+_TOOL_GUIDELINES = """\
 Guidelines:
 - Use a tool only when the task needs information or an action you do not have.
 - Do as much as possible with each tool call; do not repeat a call with identical arguments.
 - If a tool fails or is blocked, read the reason, then change approach or answer with what you have.
-- Some tools need a human's approval; a denied call must not be retried in another form.
+- Some tools need a human's approval; a denied call must not be retried in another form."""
+
+_GUIDELINES = (
+    _TOOL_GUIDELINES
+    + """
 - When you have enough information, stop calling tools and state the key findings briefly:
   a separate step writes the polished answer for the user."""
-
-NATIVE_SYSTEM_PROMPT = (
-    "You are larkgate, an assistant in a team chat. You solve tasks step by step, "
-    "calling the tools provided when they help.\n\n" + _GUIDELINES
 )
+
+# When the final reply is the answer (native mode, synthesis "auto"): the user reads it
+# as it is written, so it is written for them, like synthesis writes (see below).
+_ANSWER_GUIDELINES = (
+    _TOOL_GUIDELINES
+    + """
+- Call a tool without announcing it first: the user sees only your final reply.
+- When you have enough information, stop calling tools and write your reply to the user:
+  in the language of their question, directly (no remarks about tools or steps), in
+  markdown where it helps; say plainly what failed, was blocked or was denied."""
+)
+
+_NATIVE_INTRO = (
+    "You are larkgate, an assistant in a team chat. You solve tasks step by step, "
+    "calling the tools provided when they help.\n\n"
+)
+
+NATIVE_SYSTEM_PROMPT = _NATIVE_INTRO + _GUIDELINES
+
+NATIVE_ANSWER_SYSTEM_PROMPT = _NATIVE_INTRO + _ANSWER_GUIDELINES
 
 JSON_SYSTEM_PROMPT = (
     """\

@@ -44,8 +44,10 @@ class AgentResult:
     """The outcome of ``ReActAgent.run``; always consistent, whatever ended the run.
 
     ``messages`` is the full, uncompacted transcript (system prompt, history, question,
-    every assistant turn and observation), which synthesis reads. ``plan`` is set by plan
-    mode (``DAGAgent``): the plans, their steps' states and results, and the verdicts.
+    every assistant turn and observation), which synthesis reads. ``answer_streamed``:
+    ``answer`` is the final reply the run streamed, the answer as the user saw it.
+    ``plan`` is set by plan mode (``DAGAgent``): the plans, their steps' states and
+    results, and the verdicts.
     """
 
     answer: str
@@ -63,6 +65,9 @@ class AgentResult:
     compactions: int = 0
     synthesis_usage: Usage = field(default_factory=Usage)
     plan: PlanReport | None = None
+    # The answer is the model's final reply, whose text went out as the run's ``answer``
+    # events as it streamed in: no synthesis writes it again (see ``ReActAgent``).
+    answer_streamed: bool = False
 
     @property
     def ok(self) -> bool:

@@ -19,9 +19,10 @@ server error or a refusal (auth, rate limit, a prompt too long for the model) wo
 fail the same way at every level, so it ends the call at once, as if every level had
 failed: the provider already retried it within its bounds (and the turn's model
 deadline, ``bot.engine.model_deadline``), and walking three levels with retries each
-multiplied a hung model's silence by five. The one refusal that moves on is HTTP
-400/422 to a level's own feature (the forced function call, ``response_format``):
-the next level sends a request without it. An endpoint answer that is not a
+multiplied a hung model's silence by five. The one refusal that moves on is a level's own
+feature refused (HTTP 400/422 to the forced function call or ``response_format``, or
+an endpoint saying it takes no tools, whatever the status): the next level sends a
+request without it. An endpoint answer that is not a
 completion at all (``LLMResponseError``) counts as a reply that did not parse.
 """
 
@@ -35,6 +36,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from .json_extract import extract_json
 from .llm import LLM, LLMContextOverflow, LLMError, LLMRequestError, LLMResponseError
+from .llm_errors import classify_error
 from .messages import Message, MessageLike, Usage, as_messages
 
 logger = logging.getLogger(__name__)
@@ -126,12 +128,11 @@ def _moves_on(exc: LLMError, level: Level) -> bool:
     docstring): a malformed answer, or the level's own feature refused."""
     if isinstance(exc, LLMResponseError):
         return True
-    return (
-        isinstance(exc, LLMRequestError)
-        and not isinstance(exc, LLMContextOverflow)
-        and exc.status_code in _FEATURE_REFUSED
-        and level != "plain_text"
-    )
+    if not isinstance(exc, LLMRequestError) or isinstance(exc, LLMContextOverflow):
+        return False
+    if level == "native" and classify_error(exc.status_code, message=str(exc)) == "tools":
+        return True  # e.g. llama.cpp without --jinja says so with a 500
+    return exc.status_code in _FEATURE_REFUSED and level != "plain_text"
 
 
 def _accept(attempt: _Attempt, parse_fn: Callable[[dict[str, Any]], Any] | None) -> Any:

@@ -1,9 +1,12 @@
 """A scripted in-process LLM for tests, benchmarks and demos (no network).
 
-``ScriptedLLM`` answers ``chat()`` from a script: each entry is an ``LLMResponse``, a
-plain string (a text reply), an exception to raise, or a function of the messages
-returning one of those. ``stream_chat()`` replays ``stream_script`` entries the same
-way, where a string is streamed in small pieces and ``BrokenStream`` fails part-way.
+``ScriptedLLM`` answers from a script: each entry is an ``LLMResponse``, a plain
+string (a text reply), an exception to raise, or a function of the messages returning
+one of those. ``script`` holds the model's turns in order, asked for with ``chat()`` or
+``stream_chat()`` alike (the loop streams its calls in native mode); a streamed entry
+comes in small pieces, its tool calls and usage on the last delta. ``stream_script``
+answers streamed calls once ``script`` is spent (the reference design's separate
+synthesis call), where ``BrokenStream`` also fails part-way.
 """
 
 from __future__ import annotations
@@ -124,9 +127,15 @@ class ScriptedLLM:
     ) -> AsyncIterator[StreamDelta]:
         if self._record:
             self.calls.append(RecordedCall(tuple(messages), tools, tool_choice, None, True))
-        if not self._stream_script:
+        entry: ScriptEntry | BrokenStream
+        if self._script:  # a turn of the script, streamed: usage as chat() reports it
+            entry = self._script.popleft()
+            default_usage = Usage(10, 5, 15)
+        elif self._stream_script:
+            entry = self._stream_script.popleft()
+            default_usage = Usage()
+        else:
             raise LLMResponseError("scripted LLM: stream script exhausted")
-        entry = self._stream_script.popleft()
         if callable(entry) and not isinstance(entry, LLMResponse | BaseException | BrokenStream):
             entry = entry(list(messages))
         if isinstance(entry, BaseException):
@@ -135,7 +144,12 @@ class ScriptedLLM:
             for piece in self._pieces(entry.text)[: entry.fail_after]:
                 yield StreamDelta(content=piece)
             raise entry.error
-        response = entry if isinstance(entry, LLMResponse) else LLMResponse(content=entry)
+        if isinstance(entry, str):
+            response = LLMResponse(content=entry, usage=default_usage)
+        elif isinstance(entry, LLMResponse):
+            response = entry
+        else:
+            raise TypeError(f"scripted LLM: cannot stream {entry!r}")
         if response.reasoning_content:
             yield StreamDelta(reasoning_content=response.reasoning_content)
         for piece in self._pieces(response.content):

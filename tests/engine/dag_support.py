@@ -3,7 +3,7 @@
 Plan mode's calls run concurrently, so a script in call order would be a race. Every
 entry of the ``ScriptedLLM`` is the same router instead, which answers from what the
 call is: the planner's, the analyser's and the mode classifier's prompts, a step's
-question (by its task), or a plain ReAct question.
+question (by its task), synthesis (which writes "the answer"), or a plain ReAct question.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ PLANNER_MARK = "Plan how to reach the goal"
 ANALYZER_MARK = "Did the work below reach the goal?"
 MODE_MARK = "Does this message ask for several independent things"
 STEP_MARK = "You carry out one step of a plan"
+SYNTHESIS_MARK = "Write the reply to the user's question from"
 
 
 @dataclass
@@ -53,9 +54,12 @@ class DagScript:
         self._react = list(self.react)
 
     def llm(self, *, model: str = "scripted", calls: int = 500, **kwargs: Any) -> ScriptedLLM:
-        return ScriptedLLM([self] * calls, stream_script=["the answer"] * 20, model=model, **kwargs)
+        return ScriptedLLM([self] * calls, model=model, **kwargs)
 
     def __call__(self, messages: list[Message]) -> LLMResponse | str | BaseException:
+        if messages and SYNTHESIS_MARK in messages[0].content:
+            self.seen.append("synthesis")
+            return LLMResponse(content="the answer")  # reports no usage
         text = "\n".join(m.content for m in messages if m.role == "user")
         if PLANNER_MARK in text:
             self.seen.append("plan")

@@ -23,11 +23,10 @@ def provider(server, **abilities) -> OpenAICompatibleLLM:
     )
 
 
-async def test_native_run_and_streamed_answer_over_http(fake_openai):
+async def test_native_run_streams_its_final_reply_as_the_answer_over_http(fake_openai):
     fake_openai.push_tool_calls(
         [("call_a", "weather", {"x": 1}), ("call_b", "weather", {"x": 2})], usage=USAGE
     )
-    fake_openai.push_text("Both are sunny.", usage=USAGE)
     fake_openai.push_text("Paris and Rome are **sunny** today.", usage=USAGE)
 
     async def weather(x: int) -> str:
@@ -37,17 +36,24 @@ async def test_native_run_and_streamed_answer_over_http(fake_openai):
     agent = ReActAgent(llm, [make_tool("weather", weather)])
     events = []
     result = await agent.run("Weather in Paris and Rome?", on_event=events.append)
-    deltas = [d async for d in agent.stream_answer("Weather in Paris and Rome?", result)]
+    deltas = [e.delta for e in events if e.type == "answer"]
+    answer = [d async for d in agent.stream_answer("Weather in Paris and Rome?", result)]
     await llm.aclose()
 
     assert result.status == "completed"
     assert [s.observation for s in result.steps] == ["city 1: sunny", "city 2: sunny"]
     assert result.usage.total_tokens == 264
+    # The final reply went out as it streamed in, in pieces, and it is the answer.
     assert "".join(deltas) == "Paris and Rome are **sunny** today."
     assert len(deltas) > 1
+    assert result.answer_streamed
+    assert "".join(answer) == result.answer == "Paris and Rome are **sunny** today."
     assert [e.type for e in events].count("step") == 4
+    assert "answer_withdrawn" not in [e.type for e in events]
 
-    first, second, synthesis = (r.body for r in fake_openai.requests)
+    # Two requests, both streamed with the tools: no synthesis call.
+    first, second = (r.body for r in fake_openai.requests)
+    assert first["stream"] is True and second["stream"] is True
     assert first["model"] == "fake-model"
     assert [t["function"]["name"] for t in first["tools"]] == ["weather"]
     # The second request replays the assistant tool calls and both results in order.
@@ -58,6 +64,35 @@ async def test_native_run_and_streamed_answer_over_http(fake_openai):
         ("tool", "call_a", "city 1: sunny"),
         ("tool", "call_b", "city 2: sunny"),
     ]
+    assert [t["function"]["name"] for t in second["tools"]] == ["weather"]
+
+
+async def test_synthesis_always_is_the_reference_design_over_http(fake_openai):
+    fake_openai.push_tool_calls(
+        [("call_a", "weather", {"x": 1}), ("call_b", "weather", {"x": 2})], usage=USAGE
+    )
+    fake_openai.push_text("Both are sunny.", usage=USAGE)
+    fake_openai.push_text("Paris and Rome are **sunny** today.", usage=USAGE)
+
+    async def weather(x: int) -> str:
+        return f"city {x}: sunny"
+
+    llm = provider(fake_openai)
+    agent = ReActAgent(llm, [make_tool("weather", weather)], synthesis="always")
+    events = []
+    result = await agent.run("Weather in Paris and Rome?", on_event=events.append)
+    deltas = [d async for d in agent.stream_answer("Weather in Paris and Rome?", result)]
+    await llm.aclose()
+
+    assert result.status == "completed"
+    assert result.usage.total_tokens == 264
+    assert not result.answer_streamed
+    assert "answer" not in [e.type for e in events]  # the loop's draft is not shown
+    assert "".join(deltas) == "Paris and Rome are **sunny** today."
+    assert len(deltas) > 1
+
+    first, second, synthesis = (r.body for r in fake_openai.requests)
+    assert "stream" not in first and "stream" not in second
     assert synthesis["stream"] is True
     assert "tools" not in synthesis
 

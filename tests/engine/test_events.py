@@ -13,6 +13,7 @@ import pytest
 
 from bot.engine import (
     AnswerEvent,
+    AnswerWithdrawnEvent,
     CompactEvent,
     DoneEvent,
     LLMResponse,
@@ -95,13 +96,23 @@ def agent(llm: ScriptedLLM, **kwargs: Any) -> ReActAgent:
 
 
 def summary(events: list[RunEvent]) -> list[tuple[Any, ...]]:
+    """Events in order; the answer's deltas in a row, joined into one entry."""
     out: list[tuple[Any, ...]] = []
     for e in events:
         if isinstance(e, StepEvent):
             out.append((e.type, e.phase, e.tool))
+        elif isinstance(e, AnswerEvent):
+            if out and out[-1][0] == "answer":
+                out[-1] = ("answer", out[-1][1] + e.delta)
+            else:
+                out.append(("answer", e.delta))
         else:
             out.append((e.type,))
     return out
+
+
+# The final reply, "the answer", streams in as three deltas ("the ", "answ", "er").
+ANSWER_DELTAS = 3
 
 
 # -- order and content -------------------------------------------------------------------
@@ -116,9 +127,11 @@ async def test_events_arrive_in_order_with_their_details() -> None:
         ("step", "finished", "lookup"),
         ("step", "started", "explode"),
         ("step", "finished", "explode"),
+        ("answer", "the answer"),
         ("done",),
     ]
-    started, finished, started2, finished2, done = events
+    started, finished, started2, finished2, *answer, done = events
+    assert "".join(e.delta for e in answer if isinstance(e, AnswerEvent)) == "the answer"
     assert isinstance(started, StepEvent)
     assert isinstance(finished, StepEvent)
     assert isinstance(started2, StepEvent)
@@ -219,6 +232,7 @@ async def test_sync_and_async_consumers_receive_the_same_events(kind: str) -> No
         ("step", "finished", "lookup"),
         ("step", "started", "explode"),
         ("step", "finished", "explode"),
+        ("answer", "the answer"),
         ("done",),
     ]
 
@@ -232,7 +246,7 @@ async def test_callable_object_returning_a_coroutine_is_awaited() -> None:
             events.append(event)
 
     await agent(two_step_llm()).run("q", on_event=Consumer())
-    assert len(events) == 5
+    assert len(events) == 5 + ANSWER_DELTAS
     assert isinstance(events[-1], DoneEvent)
 
 
@@ -258,6 +272,7 @@ async def test_a_plain_consumer_that_starts_answering_awaitables_keeps_the_order
         "step:finished",
         "step:started",
         "step:finished",
+        *["answer:"] * ANSWER_DELTAS,
         "done:",
     ]
 
@@ -278,7 +293,8 @@ async def test_a_raising_consumer_does_not_break_the_run(kind: str) -> None:
     result = await agent(two_step_llm()).run("q", on_event=consumer)
     assert result.status == "completed"
     assert result.answer == "the answer"
-    assert len(received) == 5  # every later event still arrived, done included
+    # every later event still arrived, done included
+    assert len(received) == 5 + ANSWER_DELTAS
     assert isinstance(received[-1], DoneEvent)
 
 
@@ -311,6 +327,7 @@ async def test_a_slow_consumer_does_not_block_the_loop() -> None:
         ("step", "finished", "lookup"),
         ("step", "started", "explode"),
         ("step", "finished", "explode"),
+        ("answer", "the answer"),
         ("done",),
     ]
 
@@ -381,6 +398,9 @@ async def test_to_dict_of_run_events_is_json_with_the_documented_keys() -> None:
             assert as_dict["type"] == "step"
             assert as_dict["tool"] == event.tool
             assert as_dict["phase"] in ("started", "finished")
+        elif isinstance(event, AnswerEvent):
+            assert set(as_dict) == ANSWER_KEYS
+            assert as_dict["delta"] == event.delta
         else:
             assert set(as_dict) == DONE_KEYS
             assert as_dict["type"] == "done"
@@ -397,11 +417,13 @@ async def test_to_dict_of_run_events_is_json_with_the_documented_keys() -> None:
 def test_to_dict_of_each_event_type() -> None:
     step = StepEvent("finished", 2, 1, "c9", "lookup", {"key": "中文"}, "obs", "ok", 0.25)
     answer = AnswerEvent("Hello, 世界")
+    withdrawn = AnswerWithdrawnEvent("Let me check.")
     compact = CompactEvent(1000, 400, 7, False)
     done = DoneEvent("completed", 4, Usage(1, 2, 3), 1.23456, 3, "model-x", None)
     cases = [
         (step, STEP_KEYS, {"tool": "lookup", "arguments": {"key": "中文"}, "duration": 0.25}),
         (answer, ANSWER_KEYS, {"delta": "Hello, 世界"}),
+        (withdrawn, {"type", "text"}, {"text": "Let me check."}),
         (compact, COMPACT_KEYS, {"tokens_before": 1000, "summarized_by_model": False}),
         (done, DONE_KEYS, {"elapsed": 1.235, "model": "model-x", "iterations": 4}),
     ]
@@ -411,7 +433,13 @@ def test_to_dict_of_each_event_type() -> None:
         assert json.loads(json.dumps(as_dict, ensure_ascii=False)) == as_dict
         for key, value in some_values.items():
             assert as_dict[key] == value
-    assert [e.to_dict()["type"] for e, _, _ in cases] == ["step", "answer", "compact", "done"]
+    assert [e.to_dict()["type"] for e, _, _ in cases] == [
+        "step",
+        "answer",
+        "answer_withdrawn",
+        "compact",
+        "done",
+    ]
     assert done.to_dict()["usage"] == {
         "prompt_tokens": 1,
         "completion_tokens": 2,
@@ -426,7 +454,7 @@ def test_to_dict_of_each_event_type() -> None:
 async def test_stream_answer_emits_answer_events_that_join_to_the_text(kind: str) -> None:
     text = "The answer is **42**, as the lookup showed. 答案是四十二。"
     llm = ScriptedLLM(["draft answer"], stream_script=[text], chunk_chars=5)
-    bot = agent(llm)
+    bot = agent(llm, synthesis="always")
     result = await bot.run("q")
     events: list[RunEvent] = []
 
@@ -443,12 +471,30 @@ async def test_stream_answer_emits_answer_events_that_join_to_the_text(kind: str
 
 async def test_stream_answer_fallback_is_also_an_answer_event() -> None:
     llm = ScriptedLLM(["draft answer"], stream_script=[LLMTransientError("stream failed")])
-    bot = agent(llm)
+    bot = agent(llm, synthesis="always")
     result = await bot.run("q")
     events: list[RunEvent] = []
     deltas = [d async for d in bot.stream_answer("q", result, on_event=events.append)]
     assert deltas == ["draft answer"]
     assert [e.to_dict() for e in events] == [{"type": "answer", "delta": "draft answer"}]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_stream_answer_of_a_streamed_reply_gives_it_at_once_as_one_event(kind: str) -> None:
+    llm = ScriptedLLM(["The answer is **42**."])
+    bot = agent(llm)
+    result = await bot.run("q")
+    events: list[RunEvent] = []
+
+    async def async_consumer(event: RunEvent) -> None:
+        events.append(event)
+
+    consumer = events.append if kind == "sync" else async_consumer
+    deltas = [d async for d in bot.stream_answer("q", result, on_event=consumer)]
+    assert result.answer_streamed
+    assert deltas == ["The answer is **42**."]
+    assert [e.to_dict() for e in events] == [{"type": "answer", "delta": "The answer is **42**."}]
+    assert len(llm.calls) == 1  # no synthesis call
 
 
 async def test_an_abort_before_the_delivery_task_starts_leaves_no_coroutine_unawaited() -> None:

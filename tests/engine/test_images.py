@@ -32,7 +32,7 @@ async def test_the_question_carries_its_images_to_the_loop_and_to_synthesis(fake
     fake_openai.push_text("A red square.")
     fake_openai.push_text("It is a red square.")
     llm = provider(fake_openai)
-    agent = ReActAgent(llm, [])
+    agent = ReActAgent(llm, [], synthesis="always")
     image = ImagePart(PNG_URL, detail="high", label="shot.png")
 
     result = await agent.run("What is in this picture?", images=[image])
@@ -65,7 +65,7 @@ async def test_an_attachment_in_history_keeps_its_kind_and_reaches_synthesis_who
     fake_openai.push_text("Revenue rose 12%.")
     fake_openai.push_text("Q3 revenue rose 12%.")
     llm = provider(fake_openai)
-    agent = ReActAgent(llm, [])
+    agent = ReActAgent(llm, [], synthesis="always")
     history = [Message.user(document, kind="attachment")]
 
     result = await agent.run("What happened to revenue?", history=history)

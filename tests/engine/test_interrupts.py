@@ -132,7 +132,8 @@ async def test_stop_cancels_a_running_tool_and_leaves_a_consistent_result():
     assert not queue.running
 
 
-async def test_stop_during_a_model_call():
+@pytest.mark.parametrize("synthesis", ["auto", "always"])  # a streamed call, a plain one
+async def test_stop_during_a_model_call(synthesis):
     queue = InterruptQueue()
     thinking = asyncio.Event()
 
@@ -142,9 +143,14 @@ async def test_stop_during_a_model_call():
             await asyncio.sleep(60)
             raise AssertionError("unreachable")
 
-    run = asyncio.create_task(
-        ReActAgent(SlowLLM(), [make_tool("echo")]).run("go", interrupt_queue=queue)
-    )
+        async def stream_chat(self, messages, **kwargs):
+            thinking.set()
+            await asyncio.sleep(60)
+            raise AssertionError("unreachable")
+            yield  # an async generator, as a provider's stream is
+
+    agent = ReActAgent(SlowLLM(), [make_tool("echo")], synthesis=synthesis)
+    run = asyncio.create_task(agent.run("go", interrupt_queue=queue))
     await thinking.wait()
     queue.stop()
     result = await run

@@ -426,6 +426,16 @@ async def test_a_refused_feature_moves_on_to_the_level_without_it(status: int) -
     assert result.usage == Usage(4, 4, 8)
 
 
+async def test_an_endpoint_saying_it_takes_no_tools_moves_on_to_json_mode() -> None:
+    refused = LLMRequestError(
+        "HTTP 500: tools param requires --jinja flag", status_code=500
+    )  # llama.cpp's words
+    llm = ScriptedLLM([refused, text('{"city": "Qingdao"}')])
+    result = await call(llm)
+    assert levels_of(llm) == ["native", "json_mode"]
+    assert result.value == {"city": "Qingdao"}
+
+
 async def test_a_refusal_at_plain_text_ends_the_call() -> None:
     llm = ScriptedLLM(
         [LLMRequestError("HTTP 400: bad", status_code=400), '{"city": "X"}'], abilities=TEXT_ONLY

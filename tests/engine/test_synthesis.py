@@ -1,4 +1,9 @@
-"""stream_answer: the answer phase reads the full trace, streams, falls back, continues."""
+"""stream_answer: the answer phase reads the full trace, streams, falls back, continues.
+
+Synthesis writes every answer with ``synthesis="always"`` (and, with ``"auto"``, where
+the run has no streamed final reply: JSON mode, plan mode, a run cut short); these
+tests run it the first way.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ async def test_the_answer_streams_from_the_trace(echo):
         [tool_calls_response(tool_call("echo", {"x": 7}, id="c1")), "x is seven"],
         stream_script=[LLMResponse(content="**x** is 7.", usage=Usage(50, 5, 55))],
     )
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("what is x?")
     deltas = await collect(agent, "what is x?", result)
 
@@ -48,7 +53,7 @@ async def test_tool_results_are_cut_to_2000_characters():
     llm = ScriptedLLM(
         [tool_calls_response(tool_call("big", {"x": 1})), "done"], stream_script=["ok"]
     )
-    agent = ReActAgent(llm, [make_tool("big", big)])
+    agent = ReActAgent(llm, [make_tool("big", big)], synthesis="always")
     result = await agent.run("go")
     await collect(agent, "go", result)
     trace = llm.calls[-1].messages[1].content
@@ -67,7 +72,7 @@ async def test_json_mode_observations_are_in_the_trace(echo):
         stream_script=["Four."],
         abilities={"tool_call": False},
     )
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("x?")
     await collect(agent, "x?", result)
     trace = llm.calls[-1].messages[1].content
@@ -90,7 +95,7 @@ async def test_synthesis_reads_the_uncompacted_trace():
     script = [tool_calls_response(tool_call("bulky", {"x": i}, id=f"c{i}")) for i in range(8)]
     script += ["draft", "final"]
     llm = SummarisingLLM(script, stream_script=["done"])
-    agent = ReActAgent(llm, [make_tool("bulky", bulky)], context_budget=2000)
+    agent = ReActAgent(llm, [make_tool("bulky", bulky)], synthesis="always", context_budget=2000)
     events = []
     result = await agent.run("go", on_event=events.append)
     assert result.compactions >= 1
@@ -106,12 +111,12 @@ async def test_synthesis_reads_the_uncompacted_trace():
 
 async def test_failed_synthesis_falls_back_to_the_run_answer(echo):
     llm = ScriptedLLM(["the run's answer"], stream_script=[LLMTransientError("503")])
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("go")
     assert await collect(agent, "go", result) == ["the run's answer"]
 
     llm = ScriptedLLM(["the run's answer"], stream_script=[LLMTransientError("503")])
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("go")
     with pytest.raises(LLMTransientError):
         await collect(agent, "go", result, fallback=False)
@@ -123,7 +128,7 @@ async def test_a_broken_stream_continues_without_repeating_text(echo):
         ["Paris"],
         stream_script=[BrokenStream(first, fail_after=5), " on the Seine."],
     )
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("capital?")
     text = "".join(await collect(agent, "capital?", result))
     delivered = first[:20]  # 5 pieces of 4 characters
@@ -135,14 +140,14 @@ async def test_a_broken_stream_continues_without_repeating_text(echo):
 
 async def test_a_model_without_streaming_answers_in_one_piece(echo):
     llm = ScriptedLLM(["run answer", "Whole answer."], abilities={"streaming": False})
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("go")
     assert await collect(agent, "go", result) == ["Whole answer."]
 
 
 async def test_answer_events_are_emitted(echo):
     llm = ScriptedLLM(["x"], stream_script=["Streamed answer text"])
-    agent = ReActAgent(llm, [echo])
+    agent = ReActAgent(llm, [echo], synthesis="always")
     result = await agent.run("go")
     events = []
     deltas = await collect(agent, "go", result, on_event=events.append)
@@ -157,7 +162,7 @@ async def test_history_and_early_endings_are_explained(echo):
         [tool_calls_response(tool_call("echo", {"x": i}, id=f"c{i}")) for i in range(3)],
         stream_script=["partial"],
     )
-    agent = ReActAgent(llm, [echo], max_iterations=2)
+    agent = ReActAgent(llm, [echo], synthesis="always", max_iterations=2)
     history = [Message.user("my name is Ada"), Message.assistant("Hi Ada")]
     result = await agent.run("go", history=history)
     await collect(agent, "go", result)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict, Unpack
 
-from ..agent import ReActAgent
+from ..agent import ReActAgent, SynthesisMode
 from ..hooks import Hook
 from ..interrupts import InterruptLimits
 from ..model_registry import DEFAULT, ModelRegistry
@@ -40,6 +40,7 @@ class ReActOptions(TypedDict, total=False):
     selection_threshold: int
     max_selected_tools: int
     interrupt_limits: InterruptLimits | None
+    synthesis: SynthesisMode
 
 
 class StepAgents:
