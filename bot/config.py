@@ -96,6 +96,17 @@ class Settings(BaseSettings):
     # How questions are answered: react (one agent in a tool loop), dag (a plan whose
     # independent steps run in parallel) or auto (chosen per question); /plan forces dag.
     larkgate_mode: RunMode = "react"
+    # Where the answer comes from. auto: a final reply the model streams is the answer (one
+    # call); synthesis writes it only where there is none (JSON mode, plan mode, a run cut
+    # short). always: synthesis writes every answer (one more call, the reference design).
+    larkgate_synthesis: Literal["auto", "always"] = "auto"
+    # How long a turn keeps trying a model that fails (timeouts, connection and server
+    # errors): from the first failed attempt, for every call of the turn together; then the
+    # card says the model did not answer. 120 s: two whole attempts at the default
+    # LLM_TIMEOUT_SECONDS, so a model that hangs once is tried again, and a dead one is
+    # reported in two minutes, not twelve. A model that answers, however slowly, never
+    # starts it.
+    larkgate_turn_deadline_seconds: float = Field(default=120.0, gt=0, le=3600)
 
     # What the bot downloads and hands the model (images, files people send).
     larkgate_download_max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=100 * 2**20)

@@ -73,7 +73,8 @@ class Metrics:
         )
         self.llm_calls = Counter(
             "larkgate_llm_calls_total",
-            "Calls to the model: loop (chat, tool loop and structured calls) or stream.",
+            "Calls to the model: loop (whole replies: structured calls, a loop that does not "
+            "stream) or stream (streamed replies: the tool loop in native mode, synthesis).",
             ["kind"],
             registry=registry,
         )

@@ -551,6 +551,7 @@ def _turn_runner(
             "interrupt_limits": interrupt_limits,
             "cycle_threshold": settings.react_cycle_detection_threshold,
             "completion_check_min_tools": settings.react_completion_check_min_tools,
+            "synthesis": settings.larkgate_synthesis,
         },
         # Lowered to what the model's server says it holds, once its probe has said so.
         context_budget=None if probed is None else lambda: probed.context_budget(budget),
@@ -583,6 +584,7 @@ def _turn_runner(
         media=MediaReader(
             base.feishu, settings.media(), base.image_text, readers, transcribe=base.transcribe
         ),
+        model_deadline_seconds=settings.larkgate_turn_deadline_seconds,
     )
 
 

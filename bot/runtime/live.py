@@ -13,7 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from bot.engine import AnswerEvent, PhaseEvent, PlanStepEvent, RunEvent, StepEvent
+from bot.engine import (
+    AnswerEvent,
+    AnswerWithdrawnEvent,
+    PhaseEvent,
+    PlanStepEvent,
+    RunEvent,
+    StepEvent,
+)
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.live_card import StepLine, StepState, preview
 from bot.feishu.live_plan import PlanLine, PlanView
@@ -73,6 +80,8 @@ class LiveAnswer:
             self.reply.touch(urgent=first)
         elif isinstance(event, AnswerEvent):
             self.add_answer(event.delta)
+        elif isinstance(event, AnswerWithdrawnEvent):
+            self.withdraw_answer(event.text)
         elif isinstance(event, PhaseEvent):
             self._phase(event)
         elif isinstance(event, PlanStepEvent):
@@ -115,6 +124,15 @@ class LiveAnswer:
         if self.on_answer is not None:
             self.on_answer(delta)
         self.reply.touch(urgent=first)
+
+    def withdraw_answer(self, text: str) -> None:
+        """Take back answer text the run sent that is not the answer after all (a note
+        before tool calls, a reply dropped for the user's new message): the card shows
+        the answer without it from its next update on."""
+        answer = self.reply.view.answer
+        if text and answer.endswith(text):
+            self.reply.view.answer = answer[: len(answer) - len(text)]
+            self.reply.touch()
 
     def stopped(self, notice: str) -> None:
         """The run was stopped: calls still going were cancelled, and the card says so."""

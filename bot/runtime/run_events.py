@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.engine import CompactEvent, PhaseEvent, PlanStepEvent, RunEvent, StepEvent
+from bot.engine import (
+    AnswerWithdrawnEvent,
+    CompactEvent,
+    PhaseEvent,
+    PlanStepEvent,
+    RunEvent,
+    StepEvent,
+)
 
 # Enough for the console's recent-runs list and a late look at any of them.
 MAX_RUNS = 200
@@ -144,11 +151,12 @@ class RunPublisher:
         self._clock = clock
 
     def on_event(self, event: RunEvent) -> None:
-        """The engine's ``on_event``: steps, compactions and, in plan mode, phases and plan
-        steps. Its own ``done`` is not the end of the turn (``done`` below is), and answer
-        text comes through ``answer`` from the live card, which sees every delta the user
-        sees."""
-        if isinstance(event, StepEvent | CompactEvent | PhaseEvent | PlanStepEvent):
+        """The engine's ``on_event``: steps, compactions, answer text taken back and, in
+        plan mode, phases and plan steps. Its own ``done`` is not the end of the turn
+        (``done`` below is), and answer text comes through ``answer`` from the live card,
+        which sees every delta the user sees."""
+        published = StepEvent | CompactEvent | PhaseEvent | PlanStepEvent | AnswerWithdrawnEvent
+        if isinstance(event, published):
             self.channel.publish(event.type, event.to_dict())
 
     def answer(self, delta: str) -> None:

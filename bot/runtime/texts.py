@@ -62,6 +62,17 @@ MODEL_UNAVAILABLE = (
     "Please try again in a minute."
 )
 MODEL_FAILED = "Sorry, something went wrong while I was working on this; please try again."
+
+
+def model_deadline_passed(seconds: float | None) -> str:
+    """The model kept failing (timeouts, errors) until the turn's deadline passed."""
+    within = f" within {seconds:g} seconds" if seconds else ""
+    return (
+        f"Sorry, the language model did not answer{within}, so I stopped waiting. It may "
+        "be overloaded or down; please try again in a few minutes."
+    )
+
+
 ANSWER_FAILED = "Sorry, I finished the work but could not write the answer; here is what I found:"
 
 

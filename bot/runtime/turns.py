@@ -20,7 +20,7 @@ from bot.agent_config import RunMode
 from bot.askers import AskedRun, Askers
 from bot.conversations.slots import RunSlot
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, ChatAgent, RunEvent, Usage
+from bot.engine import AgentResult, ChatAgent, RunEvent, Usage, model_deadline
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
@@ -118,7 +118,11 @@ class TurnRunner:
         on_run: RunObserver | None = None,
         events: RunEventHub | None = None,
         media: MediaReader | None = None,
+        model_deadline_seconds: float | None = None,
     ) -> None:
+        # How long a turn keeps trying a model that fails (LARKGATE_TURN_DEADLINE_SECONDS):
+        # one deadline for every model call of the turn, its retries included.
+        self._model_deadline = model_deadline_seconds
         # Reads the images and files of a message (None: the bot reads only text).
         self._media = media
         self._on_run = on_run
@@ -157,8 +161,9 @@ class TurnRunner:
             opened: list[RunPublisher] = []  # the run's event stream, once it started
             cards: list[LiveAnswer] = []  # the turn's card, once it was posted
             status: str | None = "failed"
-            # The ids _run binds label every line of the turn, and only of this turn.
-            with log_scope():
+            # The ids _run binds label every line of the turn, and only of this turn; every
+            # model call of the turn shares its one deadline.
+            with log_scope(), model_deadline(self._model_deadline):
                 try:
                     status = await self._run(turn, message, key, opened, cards, extras)
                 except Exception:
@@ -302,11 +307,15 @@ class TurnRunner:
             return None, await live.reply.finish()
         if result.status == "error":
             logger.error("run %s ended with an error: %s", result.run_id, result.error)
-            text = _error_text(result)
+            text = _error_text(result, self._model_deadline)
             live.add_answer(text)
             return text, await live.reply.finish()
-        async for delta in agent.stream_answer(question.query, result):
-            live.add_answer(delta)
+        if not result.answer_streamed:
+            # No final reply streamed in as the answer (JSON mode, plan mode, a run cut
+            # short, LARKGATE_SYNTHESIS=always): synthesis writes it now. Otherwise it is
+            # on the card already, from the run's answer events.
+            async for delta in agent.stream_answer(question.query, result):
+                live.add_answer(delta)
         answer = live.reply.view.answer.strip()
         if not answer:  # synthesis said nothing at all: show what the run found
             answer = result.answer
@@ -374,8 +383,14 @@ def _footer(result: AgentResult, elapsed: float, model: str) -> str:
     return " · ".join(parts)
 
 
-def _error_text(result: AgentResult) -> str:
-    lead = texts.MODEL_UNAVAILABLE if "model failed" in (result.error or "") else texts.MODEL_FAILED
+def _error_text(result: AgentResult, deadline: float | None) -> str:
+    error = result.error or ""
+    if "LLMDeadlineExceeded" in error:  # the turn's model deadline passed
+        lead = texts.model_deadline_passed(deadline)
+    elif "model failed" in error:
+        lead = texts.MODEL_UNAVAILABLE
+    else:
+        lead = texts.MODEL_FAILED
     if not result.steps:
         return lead
     found = "\n".join(f"- `{s.tool}`: {_preview(s.observation)}" for s in result.steps[-5:])
