@@ -13,6 +13,7 @@ from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.deploy import Deployer
+from support.model_calls import is_synthesis
 from support.waiting import wait_until
 
 TOKEN = "console-browser-token"
@@ -23,11 +24,10 @@ ANSWER = "Deployed api to production; the tool said: api deployed."
 
 def deploying(body: dict[str, Any]) -> Reply:
     """Calls ``deploy`` once, then streams its answer slowly enough to watch."""
-    if body.get("stream"):
-        return Reply(content=ANSWER, chunk_size=3, chunk_interval=0.05, usage={"prompt_tokens": 9})
+    assert not is_synthesis(body)  # the final reply is the answer
     if not any(m["role"] == "tool" for m in body["messages"]):
         return Reply(tool_calls=[("c1", "deploy", {"service": "api"})], usage={"prompt_tokens": 5})
-    return Reply(content="draft", usage={"prompt_tokens": 6})
+    return Reply(content=ANSWER, chunk_size=3, chunk_interval=0.05, usage={"prompt_tokens": 9})
 
 
 @pytest.fixture

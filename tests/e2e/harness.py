@@ -28,6 +28,7 @@ from connectors.config import ConnectorsConfig
 from fakes.feishu_push import card_action_event, message_event, plain_request, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.model_calls import is_synthesis, user_text
 from support.servers import serving
 from support.waiting import wait_until
 
@@ -61,12 +62,16 @@ def settings_for(
 
 
 def answering(body: Mapping[str, Any]) -> Reply:
-    """A model that drafts from the last user message and answers the question it is given."""
+    """A model that answers the question it is given: the loop's streamed call (its final
+    reply is the answer) and synthesis both say "Answer to: <question>"; a loop call made
+    without streaming (``LARKGATE_SYNTHESIS=always``) drafts from the last user message."""
     messages = body["messages"]
-    if body.get("stream"):
+    if is_synthesis(body):
         question = messages[-1]["content"].split("\n\n")[0].removeprefix("Question: ")
         return Reply(content=f"Answer to: {question}", usage={"prompt_tokens": 9})
-    last_user = [m for m in messages if m["role"] == "user"][-1]["content"]
+    last_user = user_text([m for m in messages if m["role"] == "user"][-1])
+    if body.get("stream"):
+        return Reply(content=f"Answer to: {last_user}", usage={"prompt_tokens": 9})
     return Reply(content=f"draft for {last_user}", usage={"prompt_tokens": 11})
 
 

@@ -23,6 +23,7 @@ from e2e.test_approvals import ADMIN, approval_cards, first_card, value_for
 from e2e.test_budgets import costing, footer
 from fakes.openai_server import Reply
 from support.deploy import Deployer, deploying
+from support.model_calls import is_synthesis
 
 BOB, CAROL, DAVE = "ou_bob", "ou_carol", "ou_dave"
 GROUP = {
@@ -44,7 +45,7 @@ class Held:
         self.release = asyncio.Event()
 
     async def __call__(self, body: dict[str, Any]) -> Reply:
-        if not body.get("stream") and not self.entered.is_set():
+        if not is_synthesis(body) and not self.entered.is_set():
             self.entered.set()
             await self.release.wait()
         return self.then(body)

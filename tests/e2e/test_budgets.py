@@ -27,6 +27,7 @@ from bot.store.models import RateWindowRow, UsageDailyRow
 
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis, user_text
 
 # A day's offset plus room: the clock may run up to a day ahead of the fake's timestamps.
 A_FEW_DAYS = 3 * 24 * 3600
@@ -56,15 +57,13 @@ class ShiftedClock:
 
 
 def costing(tokens: Mapping[str, int]):
-    """A model whose tool-loop call reports ``tokens`` of usage; the answer it streams
-    reports none, so a run costs exactly ``tokens`` however the answer's usage is counted."""
+    """A model whose answer (the loop's final reply, streamed) reports ``tokens`` of
+    usage, so a run costs exactly ``tokens``."""
 
     def handler(body: dict[str, Any]) -> Reply:
-        last_user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-        if body.get("stream"):
-            question = last_user.split("\n\n")[0].removeprefix("Question: ")
-            return Reply(content=f"Answer to: {question}")
-        return Reply(content=f"draft for {last_user}", usage=dict(tokens))
+        assert not is_synthesis(body)  # the final reply is the answer: no second call
+        last_user = user_text([m for m in body["messages"] if m["role"] == "user"][-1])
+        return Reply(content=f"Answer to: {last_user}", usage=dict(tokens))
 
     return handler
 
@@ -120,7 +119,7 @@ async def test_rate_limit_refuses_the_extra_message_without_a_run(
         clock.advance(60)  # the next window
         calls = len(llm_server.requests)
         assert (await answered(bot, "om_4", "fourth")).startswith("Answer to: fourth")
-        assert len(llm_server.requests) == calls + 2  # the tool loop and the answer
+        assert len(llm_server.requests) == calls + 1  # one streamed call: the answer
         # A rate limit alone adds no usage line to the footer.
         assert "today" not in footer(bot, "om_4")
 
@@ -236,14 +235,18 @@ async def test_with_every_limit_off_nothing_is_counted(tmp_path, feishu, llm_ser
         assert await count_rows(bot, RateWindowRow.__table__) == 0
 
 
-async def test_the_streamed_answer_counts_against_the_budget(tmp_path, feishu, llm_server):
+async def test_the_synthesized_answer_counts_against_the_budget(tmp_path, feishu, llm_server):
+    """With LARKGATE_SYNTHESIS=always a second call writes the answer: it is paid too."""
+
     def handler(body: dict[str, Any]) -> Reply:
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="the answer", usage={"prompt_tokens": 90})
         return Reply(content="draft", usage={"prompt_tokens": 10})
 
     llm_server.handler = handler
-    settings = settings_for(tmp_path, feishu, llm_server, larkgate_user_daily_tokens=1000)
+    settings = settings_for(
+        tmp_path, feishu, llm_server, larkgate_user_daily_tokens=1000, larkgate_synthesis="always"
+    )
     async with running_bot(settings, feishu, llm_server) as bot:
         await answered(bot, "om_1", "question")
         shown = footer(bot, "om_1")

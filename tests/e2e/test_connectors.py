@@ -9,6 +9,7 @@ from connectors.config import ConnectorsConfig
 
 from e2e.harness import running_bot, settings_for
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 ALL_TOOLS = {
     # The bot's own: scheduled tasks.
@@ -68,7 +69,7 @@ async def test_selection_sends_the_catalogue_then_only_the_chosen_tools(
     tmp_path, feishu, llm_server
 ):
     def handler(body):
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="You have 3 orders worth 35.0 in all.")
         tool_choice = body.get("tool_choice")
         if isinstance(tool_choice, dict) and tool_choice["function"]["name"] == "select_tools":
@@ -104,7 +105,7 @@ async def test_selection_sends_the_catalogue_then_only_the_chosen_tools(
     assert all(name in prompt for name in ALL_TOOLS)
     assert '"properties"' not in prompt and "sql" in prompt
     # Every main-loop call then offers exactly the chosen tools, with their schemas.
-    loop_calls = [b for b in bodies[1:] if not b.get("stream") and "tools" in b]
+    loop_calls = [b for b in bodies[1:] if not is_synthesis(b) and "tools" in b]
     assert loop_calls
     for body in loop_calls:
         names = sorted(t["function"]["name"] for t in body["tools"])

@@ -19,6 +19,7 @@ from e2e.test_approvals import ADMIN, USER, first_card, header
 from e2e.test_budgets import MENTION
 from fakes.openai_server import Reply
 from support.deploy import Deployer, deploying
+from support.model_calls import is_synthesis
 from support.waiting import wait_until
 
 TOKEN = "t"
@@ -42,13 +43,12 @@ class Gate:
 
 def looking_up(body: dict[str, Any]) -> Reply:
     """Calls ``lookup`` once, then answers (the answer streams in several deltas)."""
-    if body.get("stream"):
-        return Reply(
-            content="The api service is healthy.", chunk_interval=0.01, usage={"prompt_tokens": 7}
-        )
+    assert not is_synthesis(body)  # the final reply is the answer
     if not any(m["role"] == "tool" for m in body["messages"]):
         return Reply(tool_calls=[("c1", "lookup", {"service": "api"})], usage={"prompt_tokens": 5})
-    return Reply(content="draft", usage={"prompt_tokens": 6})
+    return Reply(
+        content="The api service is healthy.", chunk_interval=0.01, usage={"prompt_tokens": 7}
+    )
 
 
 @pytest.fixture

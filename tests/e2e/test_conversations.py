@@ -10,6 +10,7 @@ from bot.store import RunStore
 
 from e2e.harness import BOT_OPEN_ID, running_bot, settings_for, text_of
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 from support.models import HoldFirstLoopCall
 
 
@@ -20,7 +21,7 @@ async def test_history_carries_over_and_reset_forgets_it(bot):
     await bot.say("om_2", "what is my name?")
     await bot.reply("om_2")
     await bot.settle()
-    second_loop_call = bot.llm_server.requests[2].body["messages"]
+    second_loop_call = bot.llm_server.requests[1].body["messages"]  # one call a turn
     contents = [m["content"] for m in second_loop_call]
     assert "my name is Ada" in contents
     assert any("Answer to: my name is Ada" in c for c in contents if c)
@@ -30,7 +31,7 @@ async def test_history_carries_over_and_reset_forgets_it(bot):
     await bot.settle()
     await bot.say("om_4", "and now?")
     await bot.reply("om_4")
-    after_reset = bot.llm_server.requests[-2].body["messages"]
+    after_reset = bot.llm_server.requests[-1].body["messages"]
     assert all("Ada" not in (m["content"] or "") for m in after_reset)
 
 
@@ -80,7 +81,7 @@ async def test_a_message_during_a_run_joins_it(bot, caplog):
     await bot.reply("om_q")
     await bot.settle()
     assert bot.replies_to("om_more") == []  # answered by the same reply
-    loop_calls = [r.body for r in bot.llm_server.requests if not r.body.get("stream")]
+    loop_calls = [r.body for r in bot.llm_server.requests if not is_synthesis(r.body)]
     seen = [m["content"] or "" for m in loop_calls[-1]["messages"]]
     assert any(c.startswith("[USER INTERRUPT]") and "also Berlin" in c for c in seen)
     assert (await bot.services.ledger.get("om_more")).state == "done"
@@ -148,7 +149,7 @@ async def test_per_sender_scope_in_groups(tmp_path, feishu, llm_server):
         await bot.settle()
         await bot.say("om_b1", "@_user_1 who am I?", sender_open_id="ou_bob", **group)
         await bot.reply("om_b1")
-        bob_call = llm_server.requests[-2].body["messages"]
+        bob_call = llm_server.requests[-1].body["messages"]
         assert all("Alice" not in (m["content"] or "") for m in bob_call)
 
 
@@ -156,11 +157,9 @@ async def test_long_answers_arrive_as_continuation_cards(tmp_path, feishu, llm_s
     long_answer = "\n\n".join(f"Paragraph {i}. " + "detail " * 200 for i in range(40))
 
     def handler(body):
-        if body.get("stream"):
-            # 200 chunks: what is tested is the split into cards, not the SDK's parsing of
-            # 14,000 four-character chunks.
-            return Reply(content=long_answer, chunk_size=len(long_answer) // 200)
-        return Reply(content="draft")
+        # 200 chunks: what is tested is the split into cards, not the SDK's parsing of
+        # 14,000 four-character chunks.
+        return Reply(content=long_answer, chunk_size=len(long_answer) // 200)
 
     llm_server.handler = handler
     async with running_bot(settings_for(tmp_path, feishu, llm_server), feishu, llm_server) as bot:

@@ -29,6 +29,7 @@ from bot.store.models import ConversationMessageRow
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for, text_of
 from e2e.test_budgets import ShiftedClock
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 MENTION = [("@_user_1", BOT_OPEN_ID, "larkgate")]
 GROUP = {"chat_type": "group", "chat_id": "oc_team", "mentions": MENTION}
@@ -63,22 +64,21 @@ class HeldModel:
             return Reply.error(
                 400, "maximum context length exceeded", code="context_length_exceeded"
             )
-        if body.get("stream"):
-            return Reply(content="answered")
+        assert not is_synthesis(body)  # the loop's final reply is the answer
         if is_summary(body):
             return Reply(content="summary of the earlier turns")
         if not self.held:
             self.held = True
             self.entered.set()
             await self.release.wait()
-        return Reply(content="noted")
+        return Reply(content="answered")
 
 
 def loop_requests(bot: Bot) -> list[dict[str, Any]]:
     return [
         r.body
         for r in bot.llm_server.requests
-        if not r.body.get("stream") and not is_summary(r.body)
+        if not is_synthesis(r.body) and not is_summary(r.body)
     ]
 
 

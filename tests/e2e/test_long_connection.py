@@ -75,7 +75,7 @@ async def test_a_message_over_the_long_connection_is_answered_once(ws_bot, gatew
     await ws_bot.settle()
     (reply,) = ws_bot.replies_to("om_ws")
     assert reply.reply_to == "om_ws"
-    assert len(ws_bot.llm_server.requests) == 2  # one tool-loop call, one synthesis
+    assert len(ws_bot.llm_server.requests) == 1  # one streamed call: its final reply
     assert (await ws_bot.services.ledger.get("om_ws")).state == "done"
 
 

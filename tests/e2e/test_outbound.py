@@ -16,6 +16,7 @@ from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from e2e.test_approvals import first_card, value_for
 from fakes.feishu_server import FakeMessage
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 ADMIN = "ou_admin"
 CHART = {
@@ -35,7 +36,7 @@ TOPIC = {
 
 def charting(body: dict[str, Any]) -> Reply:
     """A model that picks the chart tool, calls it once, then says what it saw."""
-    if body.get("stream"):
+    if is_synthesis(body):
         return Reply(content="Result: " + body["messages"][-1]["content"])
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice["function"]["name"] == "select_tools":

@@ -13,6 +13,7 @@ from bot.store.audit import AuditLog
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.model_calls import is_synthesis
 
 ADMIN = "ou_admin"
 MENTION = [("@_user_1", BOT_OPEN_ID, "larkgate")]
@@ -44,7 +45,7 @@ class Tools:
 
 def check_then_deploy(body: dict[str, Any]) -> Reply:
     """Checks the status first, then deploys; echoes the trace when answering."""
-    if body.get("stream"):
+    if is_synthesis(body):
         return Reply(content="Result: " + body["messages"][-1]["content"])
     observations = [m for m in body["messages"] if m["role"] == "tool"]
     if not observations:
@@ -123,7 +124,7 @@ async def test_write_tools_vanish_and_the_mode_survives_a_restart(tmp_path, feis
         await bot.say("om_w3", "is api healthy? then deploy it")
         await bot.reply("om_w3")
         await bot.settle()
-        loop_calls = [r.body for r in llm_server.requests if not r.body.get("stream")]
+        loop_calls = [r.body for r in llm_server.requests if not is_synthesis(r.body)]
         assert loop_calls and all(
             all_offered(body) == {"status", "list_scheduled_tasks"} for body in loop_calls
         )

@@ -24,6 +24,7 @@ import pytest
 from fakes.feishu_push import card_action_event, message_event, signed_request
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.model_calls import is_synthesis
 from support.postgres import scratch_database_async, url_text
 from support.processes import serve_env, start_serve, stop_all, wait_healthy
 from support.servers import free_port
@@ -58,7 +59,7 @@ class Model:
                 ["sql_execute"] if "write a note" in messages[-1]["content"] else ["calculator"]
             )
             return Reply(tool_calls=[("s", "select_tools", {"tools": picked})])
-        if body.get("stream"):
+        if is_synthesis(body):
             question = messages[-1]["content"].split("\n\n")[0].removeprefix("Question: ")
             return Reply(content=f"Answer to: {question}")
         users = [m["content"] for m in messages if m["role"] == "user"]

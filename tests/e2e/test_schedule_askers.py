@@ -22,6 +22,7 @@ from bot.runtime.schedule_tools import SEVERAL_ASKERS
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.model_calls import is_synthesis
 from support.schedules import daily_task
 
 BOB, CAROL, ADMIN = "ou_bob", "ou_carol", "ou_admin"
@@ -63,7 +64,7 @@ def looks_up_then(tool: str, arguments: dict[str, Any]) -> Any:
 
     def handler(body: dict[str, Any]) -> Reply:
         observations = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="Result: " + body["messages"][-1]["content"][-800:])
         if not observations:
             return Reply(tool_calls=[("c0", "look_up", {"topic": "stretching"})])
@@ -124,7 +125,7 @@ async def test_carol_joining_while_the_approval_waits_stores_no_task(
 
     def schedules_at_once(body: dict[str, Any]) -> Reply:
         seen = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="Result: " + body["messages"][-1]["content"][-800:])
         if not seen:
             args = {"prompt": "Tell the team to stretch", "at": in_an_hour()}

@@ -27,6 +27,7 @@ from bot.store.schedules import ScheduledTask, ScheduleStore
 
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.model_calls import is_synthesis
 from support.postgres import scratch_database_async, url_text
 from support.processes import serve_env, start_serve, stop_all, wait_healthy
 from support.servers import free_port
@@ -87,7 +88,7 @@ async def task_and_firings(url: str, task_id: str) -> tuple[ScheduledTask | None
 
 
 def answering(body: dict[str, Any]) -> Reply:
-    if body.get("stream"):
+    if is_synthesis(body):
         question = body["messages"][-1]["content"].split("\n\n")[0].removeprefix("Question: ")
         return Reply(content=f"Answer to: {question}")
     return Reply(content="draft")

@@ -15,6 +15,7 @@ from bot.governance.seal import SEAL_FIELD, ButtonSeal
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
+from support.model_calls import is_synthesis
 from support.schedules import daily_task
 
 ADMIN, BOB, CAROL = "ou_admin", "ou_bob", "ou_carol"
@@ -45,7 +46,7 @@ async def three_tasks(bot: Bot) -> Any:
 
 def listing(body: dict[str, Any]) -> Reply:
     seen = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-    if body.get("stream"):
+    if is_synthesis(body):
         return Reply(content="Result: " + body["messages"][-1]["content"][-2000:])
     if not seen:
         return Reply(tool_calls=[("c0", "list_scheduled_tasks", {})])

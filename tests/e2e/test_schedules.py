@@ -19,6 +19,7 @@ from e2e.harness import Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.cards import callback_values
 from support.deploy import Deployer, deploying
+from support.model_calls import is_synthesis
 
 USER = "ou_user"
 CHAT = "oc_dm"
@@ -41,7 +42,7 @@ def scheduling(**arguments: Any):
 
     def handler(body: dict[str, Any]) -> Reply:
         messages = body["messages"]
-        if body.get("stream"):
+        if is_synthesis(body):
             question = messages[-1]["content"].split("\n\n")[0].removeprefix("Question: ")
             return Reply(content=f"Answer: {question}")
         question = next(m["content"] for m in reversed(messages) if m["role"] == "user")

@@ -10,6 +10,7 @@ from bot.store import RunStore
 
 from e2e.harness import answer_of, running_bot, settings_for
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 from support.waiting import wait_until
 
 ANSWER = (
@@ -19,10 +20,10 @@ ANSWER = (
 
 
 def slow_answer(text: str, interval: float = 0.01):
+    """A model whose reply (the loop's streamed final reply, the answer) is ``text``."""
+
     def handler(body):
-        if body.get("stream"):
-            return Reply(content=text, chunk_interval=interval, usage={"prompt_tokens": 40})
-        return Reply(content="draft", usage={"prompt_tokens": 30})
+        return Reply(content=text, chunk_interval=interval, usage={"prompt_tokens": 40})
 
     return handler
 
@@ -63,12 +64,11 @@ async def test_tool_steps_show_on_the_card(tmp_path, feishu, llm_server):
     calls = {"n": 0}
 
     def handler(body):
-        if body.get("stream"):
-            return Reply(content="All services are ready.")
+        assert not is_synthesis(body)  # the final reply is the answer
         calls["n"] += 1
         if calls["n"] == 1:
             return Reply(tool_calls=[("c1", "deploy_status", {"service": "api"})])
-        return Reply(content="api is ready")
+        return Reply(content="All services are ready.")
 
     llm_server.handler = handler
     tool = tool_from_function(deploy_status, side_effect="read")
@@ -101,7 +101,7 @@ async def test_stop_closes_the_card_it_started(tmp_path, feishu, llm_server):
         return "never"
 
     def handler(body):
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="unused")
         return Reply(tool_calls=[("c1", "slow_tool", {"x": 1})])
 

@@ -20,6 +20,7 @@ from e2e.test_budgets import MENTION
 from fakes.feishu_server import FakeMessage
 from fakes.openai_server import Reply
 from support.cards import nodes
+from support.model_calls import is_synthesis
 from support.user_auth import PUBLIC_URL, TOKEN_KEY, AsMe, calling, card_link, follow
 
 ALICE = "ou_user"  # the sender of message_event's messages
@@ -250,7 +251,7 @@ async def test_a_token_about_to_expire_is_refreshed_first_without_asking(as_user
 
 async def test_parallel_calls_needing_a_refresh_refresh_once(as_user, feishu):
     def twice(body: dict[str, Any]) -> Reply:
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="ok")
         if not [m for m in body["messages"] if m["role"] == "tool"]:
             return Reply(tool_calls=[("c1", "my_name", {}), ("c2", "my_name", {})])
@@ -622,7 +623,7 @@ async def test_a_grant_feishu_narrows_is_refused_once_with_what_an_admin_must_ad
         await answer_to(bot, "om_1")
         await bot.settle()
         assert AsMe.calls == []
-        loop = [r for r in bot.llm_server.requests if not r.body.get("stream")]
+        loop = [r for r in bot.llm_server.requests if not is_synthesis(r.body)]
         last = loop[-1].body["messages"]
         results = [m["content"] for m in last if m["role"] == "tool"]
         assert len(results) == 2  # the model tried twice

@@ -17,6 +17,7 @@ from bot.sandbox.people import ADMIN, USER
 from fakes.openai_server import Reply
 from support.cards import button_values
 from support.env import clear_settings
+from support.model_calls import is_synthesis
 from support.sandbox import answered, card_text, cards
 from support.waiting import wait_until
 
@@ -29,19 +30,19 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def reminding(body: dict[str, Any]) -> Reply:
-    """Schedules a one-off a few seconds ahead when asked; answers the fired prompt."""
+    """Schedules a one-off a few seconds ahead when asked; answers the fired prompt (the
+    loop's final reply is the answer)."""
     messages = body["messages"]
-    if body.get("stream"):
-        trace = messages[-1]["content"]
-        if "Scheduled task " in trace:
-            return Reply(content="I will remind the group.")
-        return Reply(content="Time to stand up, everyone!")
+    assert not is_synthesis(body)
     last_user = [m["content"] for m in messages if m["role"] == "user"][-1]
-    if "remind" in str(last_user) and not any(m["role"] == "tool" for m in messages):
+    ran = [m["content"] for m in messages if m["role"] == "tool"]
+    if "remind" in str(last_user) and not ran:
         at = datetime.fromtimestamp(time.time() + DUE_IN, UTC).isoformat()
         arguments = {"prompt": "Tell the group to stand up", "at": at, "name": "Stand up"}
         return Reply(tool_calls=[("s1", "schedule_task", arguments)])
-    return Reply(content="draft")
+    if any("Scheduled task " in str(result) for result in ran):
+        return Reply(content="I will remind the group.")
+    return Reply(content="Time to stand up, everyone!")
 
 
 def header(messages: list[dict[str, Any]]) -> dict[str, Any] | None:

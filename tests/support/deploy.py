@@ -8,6 +8,7 @@ from typing import Any
 from bot.engine import Tool, tool_from_function
 
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 
 class Deployer:
@@ -31,7 +32,7 @@ def deploying(services: list[str]) -> Callable[[dict[str, Any]], Reply]:
 
     def handler(body: dict[str, Any]) -> Reply:
         observations = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if body.get("stream"):  # synthesis reads the trace as text: echo it
+        if is_synthesis(body):  # synthesis reads the trace as text: echo it
             text = "Result: " + body["messages"][-1]["content"]
             # At most ~200 chunks: a 60,000-character trace in 4-character chunks is 15,000
             # chunks for the openai SDK to parse, seconds that test nothing here.
@@ -39,6 +40,7 @@ def deploying(services: list[str]) -> Callable[[dict[str, Any]], Reply]:
         if len(observations) < len(services):
             service = services[len(observations)]
             return Reply(tool_calls=[(f"c{len(observations)}", "deploy", {"service": service})])
-        return Reply(content="done")
+        # The final reply is the answer: it says what the tools said.
+        return Reply(content="Result: " + " | ".join(observations))
 
     return handler

@@ -7,6 +7,7 @@ from typing import Any
 
 from e2e.harness import answering
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 
 class HoldFirstLoopCall:
@@ -16,10 +17,10 @@ class HoldFirstLoopCall:
     def __init__(self) -> None:
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
-        self.calls = 0  # tool-loop calls (not the streamed synthesis)
+        self.calls = 0  # tool-loop calls (not synthesis)
 
     async def __call__(self, body: dict[str, Any]) -> Reply:
-        if not body.get("stream"):
+        if not is_synthesis(body):
             self.calls += 1
             if self.calls == 1:
                 self.entered.set()

@@ -19,6 +19,7 @@ from bot.engine import Tool, tool_from_function
 from e2e.harness import answering
 from engine.dag_support import ANALYZER_MARK, MODE_MARK, PLANNER_MARK, STEP_MARK
 from fakes.openai_server import Reply
+from support.model_calls import is_synthesis
 
 STEP_RESULT = "Tool result (plan_step): "
 USAGE = {"prompt_tokens": 20, "completion_tokens": 5}
@@ -60,7 +61,7 @@ class PlanModel:
     async def __call__(self, body: dict[str, Any]) -> Reply:
         messages = body["messages"]
         text = "\n".join(str(m.get("content") or "") for m in messages if m["role"] == "user")
-        if body.get("stream"):
+        if is_synthesis(body):
             self.seen.append("synthesis")
             return synthesis(body, text)
         if PLANNER_MARK in text:

@@ -4,6 +4,7 @@ calls it (:class:`Page`) and readers of its transcript."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from connectors.config import ConnectorsConfig
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.cards import texts
 from support.deploy import Deployer
+from support.model_calls import is_synthesis
 
 Transcript = dict[str, Any]
 
@@ -25,15 +27,17 @@ Transcript = dict[str, Any]
 def model(body: dict[str, Any]) -> Reply:
     """Deploys when asked to (once), answers everything else; streams its answers slowly."""
     messages = body["messages"]
-    if body.get("stream"):
+    if is_synthesis(body):
         trace = messages[-1]["content"]
         outcome = "web deployed" if "web deployed" in trace else "nothing to do"
         return Reply(content=f"All done here: {outcome}.", chunk_size=3, chunk_interval=0.08)
     last_user = [m["content"] for m in messages if m["role"] == "user"][-1]
-    ran = any(m["role"] == "tool" for m in messages)
-    if "deploy" in last_user and not ran:
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    if "deploy" in last_user and not results:
         return Reply(tool_calls=[("c1", "deploy", {"service": "web"})])
-    return Reply(content="draft")
+    # The final reply is the answer, streamed as it is written.
+    outcome = "web deployed" if any("web deployed" in r for r in results) else "nothing to do"
+    return Reply(content=f"All done here: {outcome}.", chunk_size=3, chunk_interval=0.08)
 
 
 @asynccontextmanager
@@ -88,16 +92,24 @@ class Page:
         chat: str,
         condition: Callable[[list[dict[str, Any]]], Any],
         seen: list[list[dict[str, Any]]] | None = None,
+        within: float = 60.0,
     ) -> list[dict[str, Any]]:
-        """Long-poll the transcript, as the page does, until ``condition`` holds."""
+        """Long-poll the transcript, as the page does, until ``condition`` holds (within
+        ``within`` seconds: a transcript that stops changing must fail the test, not hang
+        it)."""
         revision = -1
-        for _ in range(500):
-            data = await self.transcript(user, chat, after=revision)
-            if seen is not None:
-                seen.append(data["messages"])
-            if condition(data["messages"]):
-                return data["messages"]
-            revision = data["revision"]
+        data: dict[str, Any] = {"messages": []}
+        try:
+            async with asyncio.timeout(within):
+                for _ in range(500):
+                    data = await self.transcript(user, chat, after=revision)
+                    if seen is not None:
+                        seen.append(data["messages"])
+                    if condition(data["messages"]):
+                        return list(data["messages"])
+                    revision = data["revision"]
+        except TimeoutError:
+            pass
         raise AssertionError(f"never seen; last transcript: {data['messages']}")
 
     async def attach(

@@ -15,6 +15,7 @@ from connectors.base import Connector, ToolError, action
 
 from fakes.openai_server import Reply
 from support.cards import nodes
+from support.model_calls import is_synthesis
 
 TOKEN_KEY = Fernet.generate_key().decode()
 PUBLIC_URL = "https://bot.example.com"
@@ -60,7 +61,7 @@ def calling(tool: str, arguments: dict[str, Any] | None = None, times: int = 1) 
 
     def handler(body: dict[str, Any]) -> Reply:
         observations = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if body.get("stream"):
+        if is_synthesis(body):
             return Reply(content="Result: " + body["messages"][-1]["content"][-600:])
         if len(observations) < times:
             return Reply(tool_calls=[(f"c{len(observations)}", tool, arguments or {})])
