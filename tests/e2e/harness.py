@@ -142,8 +142,12 @@ class Bot:
         await wait_until(condition, within, every=0.01)
 
     async def reply(self, message_id: str, within: float = 10.0) -> str:
+        """The reply's text once it is finished: ``within`` seconds for it to appear and
+        what is left of them, 10 s at least, to finish (the live card goes up at once, so
+        a long wait is mostly for it to finish)."""
+        began = time.monotonic()
         await self.wait_for(lambda: bool(self.replies_to(message_id)), within)
-        await self.settle_reply(message_id)
+        await self.settle_reply(message_id, max(10.0, within - (time.monotonic() - began)))
         return text_of(self.replies_to(message_id)[0], self.feishu)
 
     async def settle_reply(self, message_id: str, within: float = 10.0) -> None:
