@@ -62,6 +62,16 @@ MODEL_UNAVAILABLE = (
     "Please try again in a minute."
 )
 MODEL_FAILED = "Sorry, something went wrong while I was working on this; please try again."
+# The model refused the request for what it is, not for being busy: trying again as it is
+# would fail the same way, so these say what to change.
+MODEL_CONTEXT_FULL = (
+    "Sorry, this conversation no longer fits in what the language model can read, even "
+    "summarised. Send /reset to start a new conversation, or ask with less text."
+)
+MODEL_REFUSED_KEY = (
+    "Sorry, the language model refused the bot's credentials, so I could not answer. "
+    "An admin needs to check LLM_API_KEY (`larkgate check` shows what the model says)."
+)
 
 
 def model_deadline_passed(seconds: float | None) -> str:

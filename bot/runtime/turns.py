@@ -387,6 +387,10 @@ def _error_text(result: AgentResult, deadline: float | None) -> str:
     error = result.error or ""
     if "LLMDeadlineExceeded" in error:  # the turn's model deadline passed
         lead = texts.model_deadline_passed(deadline)
+    elif "LLMContextOverflow" in error:  # not "unreachable": it answered, and said so
+        lead = texts.MODEL_CONTEXT_FULL
+    elif "LLMAuthError" in error:
+        lead = texts.MODEL_REFUSED_KEY
     elif "model failed" in error:
         lead = texts.MODEL_UNAVAILABLE
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from bot.engine import OpenAICompatibleLLM
 from bot.runtime import texts
 from bot.store import RunStore
@@ -113,6 +115,31 @@ async def test_a_model_that_is_down_gets_a_short_useful_message(
         assert await bot.reply("om_down") == texts.MODEL_UNAVAILABLE
         await bot.settle()
     assert "HTTP 503" in caplog.text  # the admin log says why
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (
+            Reply.error(400, "maximum context length exceeded", code="context_length_exceeded"),
+            texts.MODEL_CONTEXT_FULL,
+        ),
+        (
+            Reply.error(401, "Incorrect API key provided", code="invalid_api_key"),
+            texts.MODEL_REFUSED_KEY,
+        ),
+    ],
+    ids=["context full", "key refused"],
+)
+async def test_a_model_that_refuses_the_request_is_not_called_unreachable(
+    tmp_path, feishu, llm_server, reply, said
+):
+    """A refusal that trying again cannot fix says what to change, not "try again"."""
+    llm_server.handler = lambda body: reply
+    async with running_bot(settings_for(tmp_path, feishu, llm_server), feishu, llm_server) as bot:
+        await bot.say("om_no", "are you there?")
+        assert await bot.reply("om_no") == said
+        await bot.settle()
 
 
 async def test_rate_limited_replies_are_retried_without_duplicates(bot):
