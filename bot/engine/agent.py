@@ -38,6 +38,7 @@ from .prompts import JSON_SYSTEM_PROMPT, NATIVE_ANSWER_SYSTEM_PROMPT, NATIVE_SYS
 from .result import AgentResult, LoopMode
 from .selection import select_tools
 from .synthesis import synthesize
+from .tool_menu import ToolMenu
 from .tools import Tool, ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ class ReActAgent:
     ``interrupt_limits`` bound the pinned user text of a run: what it reads from its
     interrupt queue, and the question itself (cut, with a note, past the message cap).
     ``synthesis`` says where the answer comes from (see the module docstring).
+    ``tool_menu``: with more tools than ``selection_threshold`` in a streaming run, the
+    first call lists them and offers ``select_tools`` (``tool_menu.py``: a question that
+    needs no tool is answered in that one call) instead of the reference design's
+    separate selection call (the default).
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class ReActAgent:
         max_selected_tools: int = 6,
         interrupt_limits: InterruptLimits | None = None,
         synthesis: SynthesisMode = "auto",
+        tool_menu: bool = False,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -126,6 +132,8 @@ class ReActAgent:
         if synthesis not in ("auto", "always"):
             raise ValueError("synthesis must be 'auto' or 'always'")
         self.synthesis: SynthesisMode = synthesis
+        # Selection inside the first call (``tool_menu``), where that call streams.
+        self.tool_menu = tool_menu
         # The loop streams, and a final reply is the answer (native mode, "auto").
         self.streams = (
             self.mode == "native"
@@ -237,7 +245,13 @@ class ReActAgent:
         run: RunContext,
         sink: EventSink,
     ) -> None:
-        if len(self.tools) > self.selection_threshold:
+        if len(self.tools) > self.selection_threshold and self.streams and self.tool_menu:
+            # The first call offers the menu: answered at once, or the tools asked for.
+            loop.menu = ToolMenu(self.tools, self.max_selected_tools)
+            loop.executor_for = lambda chosen: ToolExecutor(
+                chosen, self.hooks, run, sink, self.limits
+            )
+        elif len(self.tools) > self.selection_threshold:
             selection = await select_tools(
                 self.llm, self.tools, query, max_tools=self.max_selected_tools
             )

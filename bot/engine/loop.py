@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from .prompts import (
 )
 from .result import LoopMode, RunStatus, Step
 from .streamed_reply import StreamedReply
+from .tool_menu import ToolMenu
 from .tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -83,6 +84,11 @@ class RunLoop:
     # The last streamed call, and whether the answer is its text as it was sent.
     reply: StreamedReply | None = None
     answer_streamed: bool = False
+    # With many tools in a streaming run: the first call offers the menu instead of a
+    # separate selection call (``tool_menu``); None once the model chose or answered.
+    menu: ToolMenu | None = None
+    # Builds the executor of the tools the model chose from the menu (only they may run).
+    executor_for: Callable[[ToolRegistry], ToolExecutor] | None = None
 
     def add(self, message: Message) -> None:
         self.context.append(message)
@@ -95,9 +101,17 @@ class RunLoop:
         tools_schema = self.tools.openai_schema() if native and len(self.tools) else None
         while self.iterations < self.settings.max_iterations:
             self.iterations += 1
-            response = await self._call_model(tools_schema)
+            menu = self.menu
+            response = await self._call_model(
+                tools_schema if menu is None else menu.schema(), menu=menu
+            )
             if response is None:
                 return
+            if menu is not None and response.tool_calls:
+                self._take_menu_choice(menu, response.tool_calls)
+                tools_schema = self.tools.openai_schema() if len(self.tools) else None
+                self.iterations -= 1  # a choice of tools, not a step of the run
+                continue
             finished = (
                 await self._native_turn(response) if native else await self._json_turn(response)
             )
@@ -105,7 +119,9 @@ class RunLoop:
                 return
         self.finish_without_answer("max_iterations", None)
 
-    async def _call_model(self, tools_schema: list[dict[str, Any]] | None) -> LLMResponse | None:
+    async def _call_model(
+        self, tools_schema: list[dict[str, Any]] | None, *, menu: ToolMenu | None = None
+    ) -> LLMResponse | None:
         await self._fit_context()
         json_format = (
             {"type": "json_object"}
@@ -119,7 +135,7 @@ class RunLoop:
             self._fit_budget()
             sent = len(self.context)
             try:
-                response = await self._request(tools_schema, json_format)
+                response = await self._request(tools_schema, json_format, menu)
             except LLMContextOverflow as exc:
                 if attempt == 0 and await self._fit_context(force=True):
                     continue
@@ -139,23 +155,39 @@ class RunLoop:
                 self._model_failed(exc)
                 return None
             self.usage += response.usage
-            self.guard.calibrate(self.context, sent, response.usage.prompt_tokens)
+            if menu is None:  # the menu's catalogue is not in the context the guard counts
+                self.guard.calibrate(self.context, sent, response.usage.prompt_tokens)
             return response
         return None
 
     async def _request(
-        self, tools_schema: list[dict[str, Any]] | None, json_format: dict[str, str] | None
+        self,
+        tools_schema: list[dict[str, Any]] | None,
+        json_format: dict[str, str] | None,
+        menu: ToolMenu | None,
     ) -> LLMResponse:
         if not self.streams:
             return await self.llm.chat(
                 self.context, tools=tools_schema, response_format=json_format
             )
+        messages = self.context if menu is None else menu.messages(self.context)
         self.reply = StreamedReply(self.sink, show=self._may_answer())
         try:
-            return await self.reply.read(self.llm, self.context, tools_schema)
+            return await self.reply.read(self.llm, messages, tools_schema)
         except Exception:  # a stop (cancellation) leaves what was shown: the card says so
             self.reply.withdraw()
             raise
+
+    def _take_menu_choice(self, menu: ToolMenu, calls: tuple[ToolCall, ...]) -> None:
+        """The model asked for tools from the menu: the run goes on with them (and only
+        they may run); the reply itself is not kept (``tool_menu``)."""
+        self._withdraw()  # a note before the choice is not the answer
+        self.menu = None
+        chosen = menu.chosen(calls)
+        if chosen is not self.tools:
+            self.tools = chosen
+            if self.executor_for is not None:
+                self.executor = self.executor_for(chosen)
 
     def _may_answer(self) -> bool:
         """Whether a final reply to the next call would be taken as the answer: not when

@@ -111,6 +111,21 @@ Answer with a JSON object {{"tools": [<tool names>]}} listing at most {max_tools
 the list above, most useful first. Choose only tools that are clearly relevant; an empty \
 list is fine when none is."""
 
+# The menu in the first call of a streaming run (``tool_menu.py``): appended to the
+# system prompt, with ``select_tools`` the one tool offered.
+TOOL_MENU_PROMPT = """\
+Tools you can ask for (name: what it does):
+{catalogue}
+
+If answering needs any of these tools, call select_tools with their names (at most \
+{max_tools}, most useful first) and nothing else: you will then be given them. If it needs \
+none, answer the user directly."""
+
+TOOL_MENU_TOOL = (
+    "Ask for the tools, named in the system prompt's list, that answering needs (at most "
+    "{max_tools}). Call it only when a tool is needed; otherwise answer directly."
+)
+
 TOOL_SELECTION_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {"tools": {"type": "array", "items": {"type": "string"}}},

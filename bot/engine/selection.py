@@ -21,7 +21,8 @@ ever save tokens.
 Selection is not skipped for short greetings or follow-ups: without it such a message
 would go out with the full set (~7,550 tokens against ~975 for selection and a bare
 main call), and skipping it with no tools would be a guess from the words that a
-question needs no tool. It costs one round trip, within the two-call target.
+question needs no tool. It costs one round trip; a run whose first call streams can
+spare it with ``tool_menu`` (the same catalogue, in that call), as the bot does.
 """
 
 from __future__ import annotations

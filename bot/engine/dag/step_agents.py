@@ -41,6 +41,7 @@ class ReActOptions(TypedDict, total=False):
     max_selected_tools: int
     interrupt_limits: InterruptLimits | None
     synthesis: SynthesisMode
+    tool_menu: bool
 
 
 class StepAgents:
