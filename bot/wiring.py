@@ -552,6 +552,8 @@ def _turn_runner(
             "cycle_threshold": settings.react_cycle_detection_threshold,
             "completion_check_min_tools": settings.react_completion_check_min_tools,
             "synthesis": settings.larkgate_synthesis,
+            # Many tools: the first call offers the menu (one call for a plain question).
+            "tool_menu": True,
         },
         # Lowered to what the model's server says it holds, once its probe has said so.
         context_budget=None if probed is None else lambda: probed.context_budget(budget),
