@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from bot.engine import Tool, tool_from_function
 
 from e2e.harness import answer_of, running_bot, settings_for
@@ -22,6 +24,7 @@ from support.model_calls import is_synthesis, user_text
 SELECTION_USAGE = {"prompt_tokens": 300, "completion_tokens": 6}
 LOOP_USAGE = {"prompt_tokens": 120, "completion_tokens": 9}
 SYNTHESIS_USAGE = {"prompt_tokens": 200, "completion_tokens": 11}
+MENU_USAGE = {"prompt_tokens": 420, "completion_tokens": 7}
 
 
 def lookups(n: int) -> list[Tool]:
@@ -54,6 +57,17 @@ class Model:
             return Reply(
                 tool_calls=[("sel", "select_tools", {"tools": wanted})], usage=SELECTION_USAGE
             )
+        if offered(body) == ["select_tools"]:  # the menu, in the answer's first call
+            self.calls.append("menu")
+            question = next(user_text(m) for m in body["messages"] if m["role"] == "user")
+            wanted = re.findall(r"lookup_\d\d", question)
+            if wanted:
+                return Reply(
+                    content=self.note or None,
+                    tool_calls=[("sel", "select_tools", {"tools": wanted})],
+                    usage=MENU_USAGE,
+                )
+            return Reply(content="The answer (no lookup needed).", usage=MENU_USAGE, chunk_size=3)
         if is_synthesis(body):
             self.calls.append("synthesis")
             return Reply(content="Synthesised answer.", usage=SYNTHESIS_USAGE)
@@ -108,20 +122,20 @@ async def test_a_plain_question_is_one_streamed_call(tmp_path, feishu, llm_serve
     assert footer.startswith("1 step · 129 tokens (120 prompt, 9 completion) · ")
 
 
-async def test_over_twelve_tools_a_plain_question_is_selection_and_one_streamed_call(
+async def test_over_twelve_tools_a_plain_question_is_one_call_with_the_menu(
     tmp_path, feishu, llm_server
 ):
     model, answer, footer = await ask(
         tmp_path, feishu, llm_server, "What is the capital?", tools=lookups(14)
     )
-    assert model.calls == ["select", "loop"]
-    selection, main = (r.body for r in llm_server.requests)
-    assert len(selection["tools"]) == 1 and "stream" not in selection
-    # {"tools": []}: no tool is needed, so the answer's call carries no tool schemas.
-    assert main["stream"] is True and "tools" not in main
+    assert model.calls == ["menu"]
+    (request,) = (r.body for r in llm_server.requests)
+    # One streamed call: the tools listed in the system prompt, select_tools offered.
+    assert request["stream"] is True and "tool_choice" not in request
+    system = request["messages"][0]["content"]
+    assert "- lookup_13: Look a key up in source number 13." in system
     assert answer == "The answer (no lookup needed)."
-    # The footer counts both calls, the selection's catalogue included.
-    assert footer.startswith("1 step · 435 tokens (420 prompt, 15 completion) · ")
+    assert footer.startswith("1 step · 427 tokens (420 prompt, 7 completion) · ")
 
 
 # -- questions needing tools ------------------------------------------------------------
@@ -131,12 +145,15 @@ async def test_a_question_needing_one_tool_is_three_calls(tmp_path, feishu, llm_
     model, answer, footer = await ask(
         tmp_path, feishu, llm_server, "What does lookup_03 say?", tools=lookups(14)
     )
-    assert model.calls == ["select", "loop", "loop"]
-    selection, first, second = (r.body for r in llm_server.requests)
-    assert offered(selection) == ["select_tools"]
+    assert model.calls == ["menu", "loop", "loop"]
+    menu, first, second = (r.body for r in llm_server.requests)
+    assert offered(menu) == ["select_tools"]
     assert offered(first) == offered(second) == ["lookup_03"]
+    # The choice is not a step: the next call does not hold it, nor the menu.
+    assert all(m.get("tool_calls") is None for m in first["messages"])
+    assert "lookup_13" not in first["messages"][0]["content"]
     assert answer == "The answer (value 3 of k)."
-    assert footer.startswith("2 steps · 564 tokens (540 prompt, 24 completion) · ")
+    assert footer.startswith("2 steps · 685 tokens (660 prompt, 25 completion) · ")
 
 
 async def test_a_question_needing_three_tools(tmp_path, feishu, llm_server):
@@ -148,9 +165,9 @@ async def test_a_question_needing_three_tools(tmp_path, feishu, llm_server):
         tools=lookups(14),
         larkgate_mode="react",
     )
-    # Selection, three tool turns, the answer the completion checklist asks to check
+    # The menu, three tool turns, the answer the completion checklist asks to check
     # (not shown), the checked answer.
-    assert model.calls == ["select", "loop", "loop", "loop", "loop", "loop"]
+    assert model.calls == ["menu", "loop", "loop", "loop", "loop", "loop"]
     assert answer == "The answer (value 1 of k; value 2 of k; value 5 of k)."
 
 
@@ -163,9 +180,76 @@ async def test_a_note_before_a_tool_call_is_not_left_on_the_card(tmp_path, feish
         tools=lookups(14),
         model=Model(note="Let me look that up."),
     )
-    assert model.calls == ["select", "loop", "loop"]
+    assert model.calls == ["menu", "loop", "loop"]
     assert answer == "The answer (value 3 of k)."
     assert "Let me look that up." not in json.dumps(feishu.cards, default=str)[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("choice", "offered_next"),
+    [
+        ({"tools": []}, []),  # no tool after all: the next call carries no schemas
+        ({"tools": ["lookup_99", "nope"]}, "all"),  # only names not on the menu
+        ({"tools": "lookup_03"}, "all"),  # not a list
+        ({"tools": ["lookup_03", "lookup_04", "lookup_03"]}, ["lookup_03", "lookup_04"]),
+    ],
+    ids=["empty", "unknown", "not a list", "repeated"],
+)
+async def test_what_the_menu_choice_gives_the_run(
+    tmp_path, feishu, llm_server, choice, offered_next
+):
+    bodies: list[dict[str, Any]] = []
+
+    def model(body: dict[str, Any]) -> Reply:
+        bodies.append(body)
+        if offered(body) == ["select_tools"]:
+            return Reply(tool_calls=[("sel", "select_tools", choice)])
+        return Reply(content="answered")
+
+    llm_server.handler = model
+    config = settings_for(tmp_path, feishu, llm_server)
+    async with running_bot(config, feishu, llm_server, tools=lookups(14)) as bot:
+        await bot.say("om_q", "what now?")
+        await bot.reply("om_q")
+        await bot.settle()
+        assert answer_of(bot.replies_to("om_q")[0], feishu) == "answered"
+    menu, after = bodies
+    assert offered(menu) == ["select_tools"]
+    names = offered(after)
+    if offered_next == "all":
+        assert len(names) > 14 and "select_tools" not in names
+    else:
+        assert names == offered_next
+
+
+async def test_a_tool_called_from_the_menu_without_being_offered_runs_only_when_offered(
+    tmp_path, feishu, llm_server
+):
+    """A model that calls a tool it read on the menu (not offered) does not run it: the
+    run gets every tool, and the model calls it again where it is offered."""
+    ran: list[str] = []
+
+    async def lookup(key: str) -> str:
+        ran.append(key)
+        return "found"
+
+    tool = tool_from_function(lookup, name="lookup_x", side_effect="read")
+
+    def model(body: dict[str, Any]) -> Reply:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return Reply(tool_calls=[("c1", "lookup_x", {"key": "k"})])
+        return Reply(content="done")
+
+    llm_server.handler = model
+    config = settings_for(tmp_path, feishu, llm_server)
+    async with running_bot(config, feishu, llm_server, tools=[*lookups(14), tool]) as bot:
+        await bot.say("om_q", "look it up")
+        await bot.reply("om_q")
+        await bot.settle()
+        assert answer_of(bot.replies_to("om_q")[0], feishu) == "done"
+    menu, offered_all, _ = (r.body for r in llm_server.requests)
+    assert offered(menu) == ["select_tools"] and "lookup_x" in offered(offered_all)
+    assert ran == ["k"]  # once, where it was offered
 
 
 # -- LARKGATE_SYNTHESIS=always -----------------------------------------------------------
@@ -180,6 +264,20 @@ async def test_synthesis_always_writes_the_answer_with_one_call_more(tmp_path, f
     assert "stream" not in loop and synthesis["stream"] is True
     assert answer == "Synthesised answer."
     assert footer.startswith("1 step · 340 tokens (320 prompt, 20 completion) · ")
+
+
+async def test_synthesis_always_keeps_the_separate_selection(tmp_path, feishu, llm_server):
+    """Without a streamed first call there is no menu: selection is its own call."""
+    model, answer, _ = await ask(
+        tmp_path,
+        feishu,
+        llm_server,
+        "What does lookup_03 say?",
+        tools=lookups(14),
+        larkgate_synthesis="always",
+    )
+    assert model.calls == ["select", "loop", "loop", "synthesis"]
+    assert answer == "Synthesised answer."
 
 
 # -- a model that does not answer -------------------------------------------------------

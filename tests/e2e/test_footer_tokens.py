@@ -1,5 +1,5 @@
-"""The footer counts every model call of the answer: prompt and completion tokens, the tool
-selection call's included (its catalogue is part of what an answer costs)."""
+"""The footer counts every model call of the answer: prompt and completion tokens, the call
+that chose the tools included (its catalogue is part of what an answer costs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from e2e.harness import running_bot, settings_for
 from e2e.test_budgets import footer
 from fakes.openai_server import Reply
 
-TOOLS = 13  # more than 12: the selection call runs first
+TOOLS = 13  # more than 12: the first call offers the menu of tools
 
 
 def many_tools() -> list[Tool]:
@@ -36,8 +36,8 @@ async def test_the_footer_counts_prompt_and_completion_tokens_of_every_call(
         n = next(sizes)
         usage = {"prompt_tokens": 1000 * n + 7, "completion_tokens": 10 * n + 3}
         reported.append(usage)
-        choice = body.get("tool_choice")
-        if isinstance(choice, dict) and choice["function"]["name"] == "select_tools":
+        offered = [t["function"]["name"] for t in body.get("tools") or ()]
+        if offered == ["select_tools"]:  # the menu, in the first call
             return Reply(tool_calls=[("sel", "select_tools", {"tools": ["lookup_1"]})], usage=usage)
         return Reply(content="Nothing to look up: Paris.", usage=usage)
 
@@ -47,8 +47,9 @@ async def test_the_footer_counts_prompt_and_completion_tokens_of_every_call(
         await bot.say("om_q", "what is the capital of France?")
         await bot.reply("om_q")
         await bot.settle()
-        selection = llm_server.requests[0].body
-        assert selection["tool_choice"]["function"]["name"] == "select_tools"
+        menu, answer = (r.body for r in llm_server.requests)
+        assert [t["function"]["name"] for t in menu["tools"]] == ["select_tools"]
+        assert [t["function"]["name"] for t in answer["tools"]] == ["lookup_1"]
         prompt = sum(u["prompt_tokens"] for u in reported)
         completion = sum(u["completion_tokens"] for u in reported)
         shown = footer(bot, "om_q")
