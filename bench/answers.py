@@ -90,7 +90,9 @@ class Script:
         wanted = next((tools for q, tools in QUESTIONS.values() if q in asked), ())
         pace: dict[str, Any] = {"delay": self.ttft, "chunk_size": 4,
                                 "chunk_interval": 4 / 4 / self.rate}  # fmt: skip
-        if names == ["select_tools"]:
+        forced = isinstance(body.get("tool_choice"), dict)  # a separate selection call
+        if names == ["select_tools"] and (forced or wanted):
+            # Asked to choose (or offered the menu, for a question that needs tools).
             chosen = {"tools": list(wanted)}
             return self._reply("selection", sent, json.dumps(chosen),
                                tool_calls=[("s0", "select_tools", chosen)], **pace)  # fmt: skip
