@@ -38,6 +38,11 @@ from .tools import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
+# A reply in JSON mode or plain text: six names and their JSON take well under 100 tokens;
+# past this a model is rambling (a small one held to a JSON grammar can write whitespace
+# for minutes), and what it wrote is read as it is.
+SELECTION_MAX_TOKENS = 256
+
 
 @dataclass(frozen=True, slots=True)
 class Selection:
@@ -81,6 +86,7 @@ async def select_tools(llm: LLM, tools: ToolRegistry, query: str, *, max_tools: 
             function_name="select_tools",
             parse_fn=parse,
             default_value=None,
+            max_tokens=SELECTION_MAX_TOKENS,
         )
     except Exception:  # selection is an optimisation; never fatal
         logger.warning("tool selection failed; offering all %d tools", len(tools), exc_info=True)

@@ -83,9 +83,18 @@ async def structured_llm_call(
     parse_fn: Callable[[dict[str, Any]], T | None] | None = None,
     default_value: Any = _MISSING,
     regex_fallback: Callable[[str], dict[str, Any] | None] | None = None,
+    max_tokens: int | None = None,
 ) -> StructuredCallResult[Any]:
-    """Ask ``llm`` for an object matching ``schema``; see the module docstring."""
-    call = _StructuredCall(llm, as_messages(messages), dict(schema), function_name, regex_fallback)
+    """Ask ``llm`` for an object matching ``schema``; see the module docstring.
+
+    ``max_tokens`` bounds each reply of the text levels (JSON mode, plain text): a small
+    local model held to a JSON grammar can write whitespace until its context is full,
+    minutes of a one-slot server. The native level is left unbounded (some providers'
+    reasoning models refuse ``max_tokens`` and take only their own parameter).
+    """
+    call = _StructuredCall(
+        llm, as_messages(messages), dict(schema), function_name, regex_fallback, max_tokens
+    )
     abilities = llm.abilities
     levels: list[Level] = []
     if abilities.get("tool_call") and abilities.get("tool_choice", True):
@@ -156,7 +165,9 @@ class _StructuredCall:
         schema: dict[str, Any],
         function_name: str,
         regex_fallback: Callable[[str], dict[str, Any] | None] | None,
+        max_tokens: int | None = None,
     ) -> None:
+        self.max_tokens = max_tokens
         self.llm = llm
         self.messages = messages
         self.schema = schema
@@ -206,6 +217,7 @@ class _StructuredCall:
         response = await self.llm.chat(
             messages,
             response_format={"type": "json_object"} if level == "json_mode" else None,
+            max_tokens=self.max_tokens,
         )
         self.usage += response.usage
         content = response.content or ""

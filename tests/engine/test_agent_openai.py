@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from bot.engine import OpenAICompatibleLLM, ReActAgent, structured_llm_call
+from bot.engine import OpenAICompatibleLLM, ReActAgent, structured_llm_call, tool_from_function
 from bot.engine.messages import Message
+from bot.engine.selection import SELECTION_MAX_TOKENS
 
 from engine.support import make_tool
 
@@ -157,3 +158,30 @@ async def test_structured_call_over_http(fake_openai):
     )
     await llm.aclose()
     assert (result.value, result.level) == ({"city": "Paris"}, "native")
+
+
+async def test_a_text_level_selection_reply_is_bounded_the_native_one_is_not(fake_openai):
+    """A small model held to a JSON grammar can write whitespace for minutes: selection's
+    JSON-mode and plain-text replies are capped; the native call (whose reasoning models
+    take only their own limit) is not."""
+    tools = [tool_from_function(_lookup, name=f"lookup_{i}", side_effect="read") for i in range(13)]
+    fake_openai.push_text('{"tools": ["lookup_1"]}')  # JSON mode: the selection
+    fake_openai.push_text("done")
+    llm = provider(fake_openai, tool_call=False, json_mode=True)
+    await ReActAgent(llm, tools).run("look one up")
+    selection = fake_openai.requests[0].body
+    assert selection["response_format"] == {"type": "json_object"}
+    assert selection["max_tokens"] == SELECTION_MAX_TOKENS
+
+    fake_openai.requests.clear()
+    fake_openai.push_tool_calls([("s", "select_tools", {"tools": []})])
+    fake_openai.push_text("done")
+    await ReActAgent(provider(fake_openai), tools, synthesis="always").run("look one up")
+    native = fake_openai.requests[0].body
+    assert native["tool_choice"]["function"]["name"] == "select_tools"
+    assert "max_tokens" not in native
+
+
+async def _lookup(key: str) -> str:
+    """Look a key up."""
+    return key
