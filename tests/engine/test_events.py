@@ -26,7 +26,7 @@ from bot.engine import (
     ToolError,
     Usage,
 )
-from bot.engine.events import EventSink
+from bot.engine.events import EventCallback, EventSink
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 
 STEP_KEYS = {
@@ -93,6 +93,15 @@ def two_step_llm(**kwargs: Any) -> ScriptedLLM:
 
 def agent(llm: ScriptedLLM, **kwargs: Any) -> ReActAgent:
     return ReActAgent(llm, [LOOKUP, EXPLODE], **kwargs)
+
+
+def collecting(events: list[RunEvent], kind: str) -> EventCallback:
+    """An ``on_event`` that appends to ``events``: a plain function, or a coroutine one."""
+
+    async def async_consumer(event: RunEvent) -> None:
+        events.append(event)
+
+    return events.append if kind == "sync" else async_consumer
 
 
 def summary(events: list[RunEvent]) -> list[tuple[Any, ...]]:
@@ -458,10 +467,7 @@ async def test_stream_answer_emits_answer_events_that_join_to_the_text(kind: str
     result = await bot.run("q")
     events: list[RunEvent] = []
 
-    async def async_consumer(event: RunEvent) -> None:
-        events.append(event)
-
-    consumer = events.append if kind == "sync" else async_consumer
+    consumer = collecting(events, kind)
     deltas = [d async for d in bot.stream_answer("q", result, on_event=consumer)]
     assert "".join(deltas) == text
     assert len(deltas) > 1
@@ -486,10 +492,7 @@ async def test_stream_answer_of_a_streamed_reply_gives_it_at_once_as_one_event(k
     result = await bot.run("q")
     events: list[RunEvent] = []
 
-    async def async_consumer(event: RunEvent) -> None:
-        events.append(event)
-
-    consumer = events.append if kind == "sync" else async_consumer
+    consumer = collecting(events, kind)
     deltas = [d async for d in bot.stream_answer("q", result, on_event=consumer)]
     assert result.answer_streamed
     assert deltas == ["The answer is **42**."]
