@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 if TYPE_CHECKING:
     from .tools import SideEffect, Tool
@@ -35,22 +35,40 @@ class HookResult:
     observation: str | None = None
 
 
+if TYPE_CHECKING:
+    # A run's deps default to Any where the engine does not care which they are: a bare
+    # ``RunContext`` is ``RunContext[Any]``. typing_extensions for the checker only (its
+    # stubs come with mypy; Python 3.11's TypeVar takes no default, nor needs one to run).
+    from typing_extensions import TypeVar
+
+    DepsT = TypeVar("DepsT", default=Any)
+else:
+    from typing import TypeVar
+
+    DepsT = TypeVar("DepsT")
+
+
 @dataclass(frozen=True, slots=True)
-class RunContext:
-    """Who and what a run is for; ``deps`` is whatever the caller passed to ``run()``."""
+class RunContext(Generic[DepsT]):
+    """Who and what a run is for; ``deps`` is whatever the caller passed to ``run()``.
+
+    Generic over the deps, as pydantic-ai's RunContext is: the engine passes them through
+    untouched (``RunContext[Any]``); whoever gave them reads them back typed, through one
+    accessor that checks their class (the bot's is ``bot.turn_context.turn_of``).
+    """
 
     run_id: str
     query: str
-    deps: Any = None
+    deps: DepsT = None  # type: ignore[assignment]  # None: a run given no deps
 
 
 # The run a tool is serving, while its handler runs: a tool that acts in the conversation
-# (posts a file into it) reads where through ``current_run().deps``, instead of taking a
-# chat id the model could get wrong (or point elsewhere).
-_CURRENT_RUN: ContextVar[RunContext | None] = ContextVar("larkgate_current_run", default=None)
+# (posts a file into it) reads where through the run's deps (the bot's ``current_turn()``),
+# instead of taking a chat id the model could get wrong (or point elsewhere).
+_CURRENT_RUN: ContextVar[RunContext[Any] | None] = ContextVar("larkgate_current_run", default=None)
 
 
-def current_run() -> RunContext | None:
+def current_run() -> RunContext[Any] | None:
     """The :class:`RunContext` of the tool call in progress, or None outside one."""
     return _CURRENT_RUN.get()
 
@@ -65,7 +83,7 @@ class ToolUse:
     side_effect: SideEffect
     tool: Tool
     iteration: int
-    run: RunContext
+    run: RunContext[Any]
     # The model's stated reasoning for this call, when it gave one.
     reason: str | None = None
     # For post hooks: why the tool failed, or None when it succeeded.

@@ -42,10 +42,10 @@ from bot.store.approvals import (
     ApprovalStore,
     NewApproval,
 )
+from bot.turn_context import LiveMarker, RunSlot, turn_of
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .origin import LiveMarker, RunSlot, origin_of
 from .posting import post_card
 from .waits import ApprovalWaits
 
@@ -93,7 +93,7 @@ class FeishuGateHook:
         connector = self._connector_of(call.name)
         if not self._config.rules.needs_approval(call.name, connector, call.side_effect):
             return HookResult()
-        origin = origin_of(call.run.deps)
+        origin = turn_of(call.run)
         if origin is None:
             # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
             return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")

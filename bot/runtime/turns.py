@@ -14,17 +14,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from bot.agent_config import RunMode
-from bot.askers import AskedRun, Askers
-from bot.conversations.slots import RunSlot
+from bot.askers import Askers
 from bot.conversations.workers import Turn
 from bot.engine import AgentResult, ChatAgent, RunEvent, Usage, model_deadline
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
-from bot.governance.origin import Origin
 from bot.logs import bind_log_context, log_scope
 from bot.store import (
     ConversationStore,
@@ -34,6 +31,7 @@ from bot.store import (
     MessageLedger,
     TurnJournal,
 )
+from bot.turn_context import TurnContext
 
 from . import texts
 from .intake import InFlight
@@ -56,49 +54,6 @@ LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 UsageRecorder = Callable[[InboundMessage, Askers, int], Awaitable[str]]
 # Told of each run that ended: its status ("failed" when the turn raised) and wall seconds.
 RunObserver = Callable[[str, float], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnContext:
-    """Passed to every hook of the run (``call.run.deps``): who asked, where.
-
-    ``conversation_id`` is None on the first turn of a scope: its conversation is
-    created when the turn is recorded, at its end.
-    """
-
-    run_id: str
-    conversation_id: str | None
-    scope_key: str
-    message_id: str
-    chat_id: str
-    chat_type: str
-    sender_open_id: str
-    thread_id: str
-    # The conversation generation (``/reset`` starts the next): approvals granted
-    # "for this conversation" hold within one generation.
-    generation: int
-    # The live card of this turn: hooks that hold a call (approvals) mark it waiting.
-    live: LiveAnswer | None = None
-    # The run's slot: hooks that wait for a person (approvals) give it up meanwhile.
-    slot: RunSlot | None = None
-    # The scheduled task this run fires for ("" for a person's message): such a run may
-    # not schedule tasks itself.
-    scheduled_task: str = ""
-    # The senders of the messages that joined this run so far, in order (a group
-    # conversation everyone shares): each is an asker too (``askers()``).
-    joined_senders: Callable[[], tuple[str, ...]] = lambda: ()
-
-    def askers(self) -> Askers:
-        """Everyone whose message this run answers, as of now (more may join)."""
-        return Askers.of(self.sender_open_id, self.joined_senders())
-
-
-if TYPE_CHECKING:
-    # Governance reads the context through its Origin protocol, which origin_of() checks
-    # only by attribute names at run time: a renamed field or a LiveAnswer method that no
-    # longer matches LiveMarker fails here, in mypy, not after an approval card was posted.
-    _AS_ORIGIN: type[Origin] = TurnContext
-    _AS_ASKED: type[AskedRun] = TurnContext
 
 
 class TurnRunner:

@@ -1,16 +1,18 @@
 """Whose Feishu account a tool call may use: the person whose turn it is, and only theirs.
 
-Read from the run (``current_run().deps``, the runtime's turn context), never from the
-model's arguments. A run that is nobody's turn (the console, a benchmark) has nobody to act
-as; a turn that someone else's message joined (a group conversation everyone shares) does
-not act as its starter any more, since the model may be serving the other person's words.
+Read from the run (its :class:`~bot.turn_context.TurnContext`), never from the model's
+arguments. A run that is nobody's turn (the console, a benchmark) has nobody to act as,
+nor has a run whose deps are of any other type; a turn that someone else's message joined
+(a group conversation everyone shares) does not act as its starter any more, since the
+model may be serving the other person's words.
 """
 
 from __future__ import annotations
 
-from bot.askers import askers_of
+from typing import Any
 
-from ..origin import Origin, origin_of
+from bot.engine import RunContext
+from bot.turn_context import TurnContext, turn_of
 
 NOT_A_TURN = (
     "this tool acts as the person who asked, and this run is not a person's turn in a "
@@ -23,13 +25,12 @@ OTHERS_JOINED = (
 )
 
 
-def asker_of(deps: object) -> tuple[Origin | None, str]:
+def asker_of(run: RunContext[Any] | None) -> tuple[TurnContext | None, str]:
     """(the turn, "") when the call may act as its asker; (None, why not) otherwise."""
-    origin = origin_of(deps)
-    if origin is None or not origin.sender_open_id:
+    turn = turn_of(run)
+    if turn is None or not turn.sender_open_id:
         return None, NOT_A_TURN
-    askers = askers_of(deps)
-    if askers is None or askers.sole != origin.sender_open_id:
+    if turn.askers().sole != turn.sender_open_id:
         # Only a run that answers its starter alone acts as them (bot/askers.py).
         return None, OTHERS_JOINED
-    return origin, ""
+    return turn, ""

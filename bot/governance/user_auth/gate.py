@@ -53,7 +53,7 @@ class UserAuthorizationGate:
         scopes = self._scopes_of(call.name)
         if scopes is None:
             return HookResult()
-        origin, refusal = asker_of(call.run.deps)
+        origin, refusal = asker_of(call.run)
         if origin is None:
             return HookResult(False, refusal)
         open_id, run_id = origin.sender_open_id, call.run.run_id
@@ -87,7 +87,7 @@ class UserAuthorizationGate:
             if live is not None:
                 live.resumed(call.call_id)
         # The wait took minutes: someone else's message may have joined the run meanwhile.
-        _, refusal = asker_of(call.run.deps)
+        _, refusal = asker_of(call.run)
         if refusal:
             return HookResult(False, refusal)
         return await self._result(record, scopes, run_id)

@@ -49,7 +49,7 @@ class UserTokenSource:
         self, scopes: Sequence[str], purpose: str, call: Callable[[str], Awaitable[T]]
     ) -> T:
         run = current_run()
-        origin, refusal = asker_of(run.deps if run is not None else None)
+        origin, refusal = asker_of(run)
         if origin is None or run is None:
             raise ToolError(refusal)
         open_id, run_id = origin.sender_open_id, run.run_id
