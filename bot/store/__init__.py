@@ -10,6 +10,7 @@ engine: plain str, int and dict values go in and come out as frozen value object
     approvals, org = ApprovalStore(db), OrgSettingsStore(db)  # approvals, read-only mode
     audit, usage = AuditLog(db), UsageStore(db)  # the audit log; budgets and rate limits
     schedules = ScheduleStore(db)  # scheduled tasks; each due time claimed once, with a lease
+    questions = QuestionStore(db)  # ask_user's questions; only the asker's answer counts, once
 
 Each store method is one short transaction, `db.transact(fn, ...)`: a synchronous function that
 runs all its statements (SQLAlchemy Core) on the SQLite thread, or under `run_sync` on PostgreSQL.
@@ -37,6 +38,15 @@ from bot.store.journal import FinishedTurn, TurnJournal
 from bot.store.ledger import Claim, ClaimOutcome, LedgerEntry, MessageLedger
 from bot.store.migrate import current_revision, head_revision, upgrade, upgrade_async
 from bot.store.org import OrgSettingsStore, ReadOnlyMode, Switch
+from bot.store.questions import (
+    QUESTION_STATES,
+    NewQuestion,
+    QuestionOutcome,
+    QuestionRecord,
+    QuestionState,
+    QuestionStore,
+    Refusal,
+)
 from bot.store.replays import ReplayGuard
 from bot.store.runs import RunRecord, RunStore
 from bot.store.schedules import (
@@ -51,6 +61,7 @@ from bot.store.usage import UsageStore
 __all__ = [
     "APPROVAL_STATES",
     "DEFAULT_DATABASE_URL",
+    "QUESTION_STATES",
     "TASK_STATES",
     "ApiCallLedger",
     "ApprovalRecord",
@@ -74,9 +85,15 @@ __all__ = [
     "LoadedConversation",
     "MessageLedger",
     "NewApproval",
+    "NewQuestion",
     "OrgSettingsStore",
     "Outcome",
+    "QuestionOutcome",
+    "QuestionRecord",
+    "QuestionState",
+    "QuestionStore",
     "ReadOnlyMode",
+    "Refusal",
     "ReplayGuard",
     "RunRecord",
     "RunStore",

@@ -434,3 +434,38 @@ class UserAuthorizationRow(SQLModel, table=True):
     created_at: float = Field(sa_type=Double)
     expires_at: float = Field(sa_type=Double)
     decided_at: float | None = Field(default=None, sa_type=Double)
+
+
+class QuestionRow(SQLModel, table=True):
+    """A question the agent asked the person who asked it (the ``ask_user`` tool): the card
+    posted for it and where it stands. ``state`` moves once, from ``pending`` to
+    ``answered``, ``expired`` or ``cancelled``, by a conditional update; only ``asker``'s
+    answer counts. A run resumed after a restart finds its question by (run_id, call_id)."""
+
+    __tablename__ = "questions"
+    __table_args__ = (
+        Index("ix_questions_state_expires_at", "state", "expires_at"),
+        Index("ix_questions_run_id_call_id", "run_id", "call_id"),
+        Index("ix_questions_scope_key_state", "scope_key", "state"),
+    )
+
+    id: str = Field(sa_type=String, primary_key=True)
+    run_id: str = Field(sa_type=String)
+    call_id: str = Field(sa_type=String)  # the tool call that asked
+    scope_key: str = Field(sa_type=String)  # the conversation's (for /stop and /reset)
+    generation: int = Field(sa_type=Integer)
+    chat_id: str = Field(sa_type=String)
+    message_id: str = Field(sa_type=String)  # the asker's message; the card replies to it
+    thread_id: str = Field(sa_type=String)  # "" when not in a thread
+    asker: str = Field(sa_type=String)  # open_id: the only person whose answer counts
+    question: str = Field(sa_type=Text)
+    options: str = Field(sa_type=Text)  # a JSON list of strings; "[]": a free-text answer
+    state: str = Field(sa_type=String)
+    answer: str | None = Field(default=None, sa_type=Text)
+    answered_by: str | None = Field(default=None, sa_type=String)
+    note: str | None = Field(default=None, sa_type=Text)  # e.g. why it was cancelled
+    card_message_id: str | None = Field(default=None, sa_type=String)
+    owner: str = Field(sa_type=String)  # the process whose run waits for the answer
+    created_at: float = Field(sa_type=Double)
+    expires_at: float = Field(sa_type=Double)
+    decided_at: float | None = Field(default=None, sa_type=Double)
