@@ -6,20 +6,19 @@ behalf (who may approve, whose "approve for this person here" grant covers a cal
 Feishu account a tool may act as, who owns a scheduled task, whose budget pays, what a
 tool may read) must therefore hold for every asker, or the joiner borrows the starter's
 rights. This module is the one typed place that says who they are; governance, the
-connectors and the runtime read it from the run (``current_run().deps``), never from the
-model.
+connectors and the runtime read them from the run's turn (``TurnContext.askers()``, see
+``bot/turn_context.py``), never from the model.
 
-It imports nothing of the bot: governance and the connectors may not import the runtime
-that builds the turn's context, so they meet here.
+It imports nothing of the bot: the store and the Feishu wire layer use it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
-__all__ = ["AskedRun", "Askers", "askers_of", "common"]
+__all__ = ["Askers", "common"]
 
 _T = TypeVar("_T")
 
@@ -61,25 +60,6 @@ class Askers:
     def all(self, holds: Callable[[str], bool]) -> bool:
         """Whether ``holds`` is true of every asker (an unknown one included)."""
         return all(holds(asker) for asker in self.everyone)
-
-
-@runtime_checkable
-class AskedRun(Protocol):
-    """What a run's ``deps`` tells about where and for whom it runs (the runtime's
-    ``TurnContext`` is one; mypy checks it there)."""
-
-    @property
-    def chat_id(self) -> str: ...
-    @property
-    def chat_type(self) -> str: ...
-
-    def askers(self) -> Askers: ...
-
-
-def askers_of(deps: object) -> Askers | None:
-    """The askers of the run whose ``deps`` these are; None for a run that is nobody's
-    turn (the console, a benchmark, a test without a chat)."""
-    return deps.askers() if isinstance(deps, AskedRun) else None
 
 
 def common(askers: Askers, allowed: Callable[[str], Iterable[_T]]) -> tuple[_T, ...]:

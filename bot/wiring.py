@@ -58,7 +58,7 @@ from bot.runtime.schedule_cards import ScheduleCards
 from bot.runtime.schedule_tools import ScheduleTools
 from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
-from bot.runtime.turns import TurnContext, TurnRunner
+from bot.runtime.turns import TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,
@@ -75,6 +75,7 @@ from bot.store.migrate import upgrade
 from bot.store.replays import ReplayGuard
 from bot.store.schedules import ScheduleStore
 from bot.timezones import time_zone
+from bot.turn_context import turn_of
 from connectors.base import Connector, ConnectorContext, UserTokenSource
 from connectors.call_log import CallLogHook
 from connectors.config import ConnectorsConfig
@@ -683,8 +684,8 @@ def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transc
 def turn_run_id(call: ToolUse) -> str:
     """The run a tool call belongs to, as the bot records runs: the turn's (each step of a
     plan runs under an engine run id of its own)."""
-    deps = call.run.deps
-    return deps.run_id if isinstance(deps, TurnContext) else call.run.run_id
+    turn = turn_of(call.run)
+    return turn.run_id if turn is not None else call.run.run_id
 
 
 def default_llm(settings: Settings) -> LLM:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.askers import Askers, askers_of, common
+from bot.askers import Askers, common
 
 PEOPLE = st.sampled_from(["ou_bob", "ou_carol", "ou_dave", ""])
 
@@ -58,8 +58,3 @@ def test_what_is_common_is_allowed_for_every_asker(
         assert askers.all(lambda person, i=item: i in allowed.get(person, set()))
     expected = set.intersection(*(allowed.get(p, set()) for p in askers.everyone))
     assert set(shared) == expected
-
-
-def test_deps_that_say_nothing_of_askers_have_none() -> None:
-    assert askers_of(None) is None
-    assert askers_of(object()) is None

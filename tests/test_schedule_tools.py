@@ -25,11 +25,12 @@ from bot.engine.hooks import _CURRENT_RUN, ToolUse
 from bot.runtime.schedule_tools import SEVERAL_ASKERS, ScheduleTools
 from bot.runtime.schedule_views import Place, view_of
 from bot.runtime.scheduler import SchedulerConfig
-from bot.runtime.turns import TurnContext
 from bot.store import Database, upgrade_async
 from bot.store.schedules import ScheduledTask, ScheduleStore
+from bot.turn_context import TurnContext
 
 from support.schedules import daily_task
+from support.turns import look_alike
 
 BOB, CAROL, ADMIN = "ou_bob", "ou_carol", "ou_admin"
 GROUP, OTHER, DM = "oc_team", "oc_other", "oc_dm_bob"
@@ -66,9 +67,9 @@ def turn(
 
 
 @contextmanager
-def serving(context: TurnContext) -> Iterator[None]:
+def serving(context: object) -> Iterator[None]:
     """As the engine's executor does around a tool's handler."""
-    token = _CURRENT_RUN.set(RunContext(run_id=context.run_id, query="q", deps=context))
+    token = _CURRENT_RUN.set(RunContext(run_id="run-1", query="q", deps=context))
     try:
         yield
     finally:
@@ -107,6 +108,22 @@ async def test_a_reply_someone_joined_schedules_nothing(store):
     with serving(turn(joined=[CAROL])), pytest.raises(ToolError, match="several people"):
         await tools.schedule_task("Stretch", at=in_an_hour())
     assert await store.list(creator=None) == []
+
+
+async def test_deps_that_only_look_like_a_turn_schedule_and_cancel_nothing(store):
+    """The attacker's look-alike: deps of another type with every field of Bob's turn are
+    no chat to schedule in, nor a person to list or cancel for."""
+    mine = await add(store, BOB, GROUP, "Stretch")
+    forged = look_alike(turn())
+    tools = tools_of(store)
+    for act in (
+        lambda: tools.schedule_task("Stretch", at=in_an_hour()),
+        tools.list_scheduled_tasks,
+        lambda: tools.cancel_scheduled_task(mine.id),
+    ):
+        with serving(forged), pytest.raises(ToolError, match="only be managed from a chat"):
+            await act()
+    assert [task.id for task in await store.list(creator=None)] == [mine.id]
 
 
 async def test_someone_joining_before_the_task_is_stored_stops_it(store):

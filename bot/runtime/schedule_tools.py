@@ -1,8 +1,8 @@
 """The model's tools for scheduled tasks: ``schedule_task``, ``list_scheduled_tasks`` and
 ``cancel_scheduled_task`` (the names and arguments are pinned by DESIGN §4).
 
-Who and where come from the run the tool serves (``current_run().deps``, the turn's
-context), never from the model: a task belongs to the person who asked, in the chat (and
+Who and where come from the run the tool serves (its ``TurnContext``, ``current_turn()``),
+never from the model: a task belongs to the person who asked, in the chat (and
 topic) where they asked. A reply that answers several people's messages (someone's message
 joined it) schedules nothing: the task would belong to one of them on everyone's word. It
 lists and cancels only what every asker may (``schedule_views``). A scheduled run cannot
@@ -20,10 +20,10 @@ from bot.engine import HookResult, Tool, ToolError, ToolUse, current_run, tool_f
 from bot.schedules import Schedule, ScheduleError, parse_schedule
 from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
 from bot.timezones import UnknownTimeZone, check_time_zone
+from bot.turn_context import TurnContext, current_turn, turn_of
 
 from .schedule_views import Place, may_act_on, shows, visible_tasks
 from .scheduler import SchedulerConfig, schedule_of
-from .turns import TurnContext
 
 NAME_CHARS = 60
 PROMPT_CHARS = 2_000
@@ -54,8 +54,8 @@ class SchedulingGuard:
         self._is_admin = is_admin
 
     async def pre_tool_use(self, call: ToolUse) -> HookResult:
-        context = call.run.deps
-        if call.name not in SCHEDULING_TOOLS or not isinstance(context, TurnContext):
+        context = turn_of(call.run)
+        if call.name not in SCHEDULING_TOOLS or context is None:
             return HookResult()  # no chat: the tool itself says it needs one
         if context.scheduled_task:
             return HookResult(allow=False, reason=SCHEDULED_RUN)
@@ -229,11 +229,10 @@ class ScheduleTools:
 
 
 def _context() -> TurnContext:
-    run = current_run()
-    deps = run.deps if run is not None else None
-    if not isinstance(deps, TurnContext) or not deps.chat_id:
+    context = current_turn()
+    if context is None or not context.chat_id:
         raise ToolError("scheduled tasks can only be managed from a chat with the bot")
-    return deps
+    return context
 
 
 def _sole_asker(context: TurnContext) -> str:

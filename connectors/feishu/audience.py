@@ -4,15 +4,15 @@ The app's tenant token sees every chat the bot is in and every document, Base, c
 and tasklist shared with the app. A person must not see through the bot what Feishu would
 not show them, and what the bot answers in a chat is read by everyone in it: in a direct
 message, the askers (everyone whose message the run answers); in a group, every member.
-Both come from the run (``current_run().deps``), never from the model's arguments.
+Both come from the run's turn (``bot.turn_context.current_turn()``), never from the model's
+arguments.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.askers import AskedRun, askers_of
-from bot.engine import current_run
+from bot.turn_context import current_turn
 from connectors.base import ToolError
 
 DIRECT_CHAT = "p2p"  # Feishu's chat_type of a direct message; anything else is a group
@@ -34,12 +34,10 @@ class Audience:
 def audience_of_run() -> Audience | None:
     """The running tool call's audience; None for a run that answers no one in a Feishu
     chat (the console, a benchmark, a test without a chat)."""
-    run = current_run()
-    deps = run.deps if run is not None else None
-    askers = askers_of(deps)
-    if askers is None or not isinstance(deps, AskedRun) or not deps.chat_id:
+    turn = current_turn()
+    if turn is None or not turn.chat_id:
         return None
-    return Audience(deps.chat_id, deps.chat_type == DIRECT_CHAT, askers.everyone)
+    return Audience(turn.chat_id, turn.chat_type == DIRECT_CHAT, turn.askers().everyone)
 
 
 def current_audience(doing: str) -> Audience:

@@ -1,7 +1,7 @@
 """Posting into the conversation a run serves: files and charts the agent made.
 
-Where a file goes is read from the run (``current_run().deps``, the runtime's turn
-context), never from the model's arguments: a model steered by a prompt injection in
+Where a file goes is read from the run's turn (``bot.turn_context.current_turn()``), never
+from the model's arguments: a model steered by a prompt injection in
 some tool result could otherwise post a company's data into a chat of its choosing.
 The tools take no chat id at all, and reply to the person's own message.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bot.engine import current_run
 from bot.feishu.client import SentMessage
 from bot.feishu.errors import FeishuError
+from bot.turn_context import current_turn
 from connectors.base import ToolError
 
 from .common import WorkspaceTools
@@ -66,23 +66,14 @@ class Conversation:
 def current_conversation(tool: str) -> Conversation:
     """The conversation of the run this tool call serves, or a ToolError saying there is
     none (a run started outside a Feishu chat: the console, a benchmark, a test)."""
-    run = current_run()
-    deps = run.deps if run is not None else None
-    # By attribute: connectors may not import the runtime that defines the turn context.
-    chat_id = getattr(deps, "chat_id", None)
-    message_id = getattr(deps, "message_id", None)
-    thread_id = getattr(deps, "thread_id", None)
-    if not (_text(chat_id) and _text(message_id)):
+    turn = current_turn()
+    if turn is None or not (turn.chat_id and turn.message_id):
         raise ToolError(
             f"{tool} posts into the Feishu conversation being answered, and this run is "
             "not answering a message in a Feishu chat, so there is nowhere to post. "
             "Nothing was sent."
         )
-    return Conversation(str(chat_id), str(message_id), str(thread_id) if _text(thread_id) else "")
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value)
+    return Conversation(turn.chat_id, turn.message_id, turn.thread_id)
 
 
 class OutboundTools(WorkspaceTools):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import unicodedata
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator
+from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,15 +19,16 @@ from PIL import Image
 
 from bot.config import FeishuConfig
 from bot.engine import ReActAgent, Tool, ToolError
-from bot.engine.hooks import _CURRENT_RUN, RunContext
 from bot.engine.testing import ScriptedLLM, tool_call, tool_calls_response
 from bot.engine.tools import ToolArgumentsError
 from bot.feishu import FeishuClient
+from bot.turn_context import TurnContext
 from connectors.base import ConnectorContext
 from connectors.feishu import FeishuWorkspace, FeishuWorkspaceSettings
 from connectors.feishu.files import NAME_MAX_CHARS, check_file_name
 
 from fakes.feishu_server import FakeFeishu, FakeMessage
+from support.turns import look_alike, serving, turn_context
 
 CHAT = "oc_fake_eng"
 ASKED = "om_user_ask"  # the person's message the run answers
@@ -66,21 +67,15 @@ def tools(client: FeishuClient) -> dict[str, Tool]:
     return {tool.name: tool for tool in make_workspace(client).tools()}
 
 
-def turn(message_id: str = ASKED, *, thread_id: str = "", chat_id: str = CHAT) -> Any:
-    """What the runtime's TurnContext offers a tool, read by attribute."""
-    return SimpleNamespace(
-        chat_id=chat_id, message_id=message_id, thread_id=thread_id, sender_open_id="ou_user"
+def turn(message_id: str = ASKED, *, thread_id: str = "", chat_id: str = CHAT) -> TurnContext:
+    """The runtime's turn context, as a tool reads it from the run."""
+    return turn_context(
+        chat_id=chat_id,
+        chat_type="group",
+        message_id=message_id,
+        thread_id=thread_id,
+        sender_open_id="ou_user",
     )
-
-
-@contextmanager
-def serving(deps: Any) -> Iterator[None]:
-    """As the executor does around a handler: the run the call serves is current."""
-    token = _CURRENT_RUN.set(RunContext(run_id="run-1", query="q", deps=deps))
-    try:
-        yield
-    finally:
-        _CURRENT_RUN.reset(token)
 
 
 async def run(tools: dict[str, Tool], name: str, deps: Any = None, **arguments: Any) -> str:
@@ -239,7 +234,20 @@ async def test_a_refused_post_is_a_tool_error(fake, tools) -> None:
 # -- the conversation comes from the run ---------------------------------------------------
 
 
-@pytest.mark.parametrize("deps", [None, {"chat_id": CHAT}, SimpleNamespace(chat_id=CHAT)])
+@pytest.mark.parametrize(
+    "deps",
+    [
+        None,
+        {"chat_id": CHAT, "message_id": ASKED},
+        SimpleNamespace(chat_id=CHAT),
+        turn(chat_id=""),
+        turn(message_id=""),
+        # Deps of another type with every field of a real turn: nobody's turn (the attacker's
+        # look-alike), so nothing is posted where it says.
+        look_alike(turn()),
+    ],
+    ids=["no_run", "a_dict", "some_object", "no_chat", "no_message", "look_alike"],
+)
 async def test_without_a_conversation_nothing_is_sent(fake, tools, deps) -> None:
     chart = {"title": "t", "labels": ["a"], "series": [{"values": [1]}]}
     for name, arguments in [

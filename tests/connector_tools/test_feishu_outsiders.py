@@ -26,8 +26,9 @@ from connectors.base import ConnectorContext
 from connectors.feishu import FeishuWorkspace, FeishuWorkspaceSettings
 
 from fakes.feishu_server import FakeFeishu
-from support.asked_turns import AskedTurn, dm, in_group, serving
+from support.asked_turns import dm, in_group, serving
 from support.feishu import feishu_config
+from support.turns import look_alike, turn_context
 
 ALICE, BOB, ZHANG = "ou_fake_alice", "ou_fake_bob", "ou_fake_zhang"
 BOARD = "oc_fake_board"  # the bot and Bob are in it; Alice is not
@@ -138,8 +139,9 @@ async def test_every_asker_must_be_a_member(fake, tools) -> None:
 
 @pytest.mark.parametrize(
     "deps",
-    [None, object(), AskedTurn("", "p2p", BOB)],
-    ids=["no_run_deps", "not_a_turn", "no_chat"],
+    [None, object(), turn_context(chat_id="", sender_open_id=BOB), look_alike(dm(BOB))],
+    # look_alike: deps of another type with every field of Bob's turn are nobody's turn.
+    ids=["no_run_deps", "not_a_turn", "no_chat", "look_alike"],
 )
 async def test_a_run_that_answers_no_one_reads_nothing(fake, tools, deps) -> None:
     reads = {

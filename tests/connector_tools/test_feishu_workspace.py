@@ -23,12 +23,13 @@ from bot.config import FeishuConfig
 from bot.engine import Tool, ToolError
 from bot.engine.tools import ToolArgumentsError
 from bot.feishu import FeishuClient, FeishuError
+from bot.turn_context import TurnContext
 from connectors.base import ConnectorContext
 from connectors.feishu import FeishuWorkspace, FeishuWorkspaceSettings
 from connectors.mcp_names import builtin_tool_names
 
 from fakes.feishu_server import BOT_CALENDAR_ID, FakeFeishu
-from support.asked_turns import AskedTurn, dm, serving
+from support.asked_turns import dm, serving
 
 READS = {
     "feishu_search_users",
@@ -94,7 +95,7 @@ def tools(client: FeishuClient) -> dict[str, Tool]:
 
 
 async def run(
-    tools: dict[str, Tool], name: str, *, turn: AskedTurn | None = None, **arguments: Any
+    tools: dict[str, Tool], name: str, *, turn: TurnContext | None = None, **arguments: Any
 ) -> str:
     """What the engine does: validate against the schema, then call the handler, in the
     run of ``turn`` (Alice's direct message by default)."""

@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from bot.askers import Askers
-from bot.engine import RunContext, tool_from_function
+from bot.engine import tool_from_function
 from bot.engine.hooks import ToolUse
 from bot.feishu.client import FeishuClient
 from bot.governance.user_auth.config import UserAuthConfig
@@ -37,6 +36,7 @@ from bot.store.user_authorizations import AUTHORISED, PENDING, NewAuthorization
 from fakes.feishu_server import FakeFeishu
 from support.feishu import feishu_config
 from support.postgres import BACKENDS, scratch_database_async, url_text
+from support.turns import run_of, turn_context
 from support.waiting import wait_until
 
 KEY = Fernet.generate_key().decode()
@@ -192,34 +192,15 @@ async def _my_name() -> str:
 MY_NAME = tool_from_function(_my_name, name="my_name", side_effect="read")
 
 
-@dataclass(frozen=True)
-class Turn:
-    """What governance reads of a person's turn (the runtime's TurnContext)."""
-
-    run_id: str = "run-1"
-    scope_key: str = "p2p:oc_1"
-    generation: int = 0
-    chat_id: str = "oc_1"
-    chat_type: str = "p2p"
-    message_id: str = "om_1"
-    thread_id: str = ""
-    sender_open_id: str = "ou_fake_alice"
-    live: Any = None
-    slot: Any = None
-
-    def askers(self) -> Askers:
-        return Askers.of(self.sender_open_id, [])
-
-
 async def test_a_consent_withdrawn_before_its_turn_resumes_is_called_withdrawn(replicas):
     """The consent wins, then /logout deletes the grant, and only then does the waiting
     replica notice the request ended: its turn is told the grant was withdrawn, not that
     Feishu left scopes out for an admin to add."""
     waiting, elsewhere = replicas
     gate = waiting.auth.gate(lambda name: (SCOPE,) if name == "my_name" else None)
-    turn = Turn()
+    turn = turn_context(sender_open_id="ou_fake_alice")
     person = turn.sender_open_id
-    run = RunContext(turn.run_id, "what is my name?", turn)
+    run = run_of(turn, "what is my name?")
     call = ToolUse("my_name", {}, "c1", "read", MY_NAME, 1, run)
     verdict = asyncio.ensure_future(gate.pre_tool_use(call))
     (request,) = await wait_until(lambda: waiting.auth.requests.pending_of(person))

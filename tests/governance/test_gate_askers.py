@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -38,9 +38,11 @@ from bot.store import (
     OrgSettingsStore,
     upgrade_async,
 )
+from bot.turn_context import TurnContext
 
 from fakes.feishu_server import FakeFeishu
 from support.feishu import feishu_config
+from support.turns import look_alike, turn_context
 
 ADMINS = frozenset({"ou_admin", "ou_boss"})
 PEOPLE = ("ou_bob", "ou_carol", "ou_dave", "")
@@ -87,6 +89,22 @@ class Run:
 
     def askers(self) -> Askers:
         return Askers.of(self.sender_open_id, self.joined)
+
+    def turn(self) -> TurnContext:
+        """The runtime's context of this turn: a real one, its joiners read live."""
+        return turn_context(
+            run_id=self.run_id,
+            scope_key=self.scope_key,
+            message_id=self.message_id,
+            chat_id=self.chat_id,
+            chat_type=self.chat_type,
+            sender_open_id=self.sender_open_id,
+            thread_id=self.thread_id,
+            generation=self.generation,
+            live=self.live,
+            slot=self.slot,
+            joined=self.joined,
+        )
 
 
 @dataclass
@@ -187,7 +205,7 @@ def call(run: Run) -> ToolUse:
         side_effect="write",
         tool=DEPLOY,
         iteration=1,
-        run=RunContext(run.run_id, "deploy api", run),
+        run=RunContext(run.run_id, "deploy api", run.turn()),
     )
 
 
@@ -276,6 +294,21 @@ async def test_with_each_requester_approving_their_own_two_askers_are_refused_wi
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_deps_that_only_look_like_a_turn_are_nobodys_turn(world):
+    """The attacker's look-alike: deps of another type with every field of a real turn
+    (a session grant for its asker included) are not a chat to ask in, nor grant-covered."""
+    gate, _ = world.gate("admins", ttl=600)
+    run = await world.run("ou_bob")
+    await world.grant(run, {"ou_bob"})
+    forged = replace(call(run), run=RunContext(run.run_id, "deploy api", look_alike(run.turn())))
+    result = await gate.pre_tool_use(forged)
+    assert result.allow is False
+    assert result.reason == "deploy needs a human's approval, and no chat is open"
+    assert await world.approvals.pending() == []
+    # The same call in the real turn is covered by Bob's grant.
+    assert (await gate.pre_tool_use(call(run))).allow
 
 
 async def test_someone_who_joins_while_the_card_waits_is_not_covered_by_its_approval(world):

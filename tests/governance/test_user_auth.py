@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
 from lark_oapi.api.authen.v1 import GetUserInfoRequest
 
-from bot.askers import Askers
-from bot.engine import RunContext, ToolError
+from bot.engine import ToolError, ToolUse, tool_from_function
 from bot.engine.hooks import _CURRENT_RUN
 from bot.feishu.client import FeishuClient
 from bot.feishu.oauth_callback import CallbackQuery
@@ -34,32 +33,20 @@ from bot.store.user_authorizations import (
     REFUSED,
     NewAuthorization,
 )
+from bot.turn_context import TurnContext
 
 from fakes.feishu_server import FakeFeishu
 from support.feishu import feishu_config
+from support.turns import look_alike, run_of, turn_context
 
 ALICE = "ou_fake_alice"
 KEY = Fernet.generate_key().decode()
 
 
-@dataclass(frozen=True)
-class Turn:
-    """The attributes governance reads of a run's turn (the runtime's TurnContext)."""
-
-    run_id: str = "run-1"
-    scope_key: str = "p2p:oc_1"
-    generation: int = 0
-    chat_id: str = "oc_1"
-    chat_type: str = "p2p"
-    message_id: str = "om_1"
-    thread_id: str = ""
-    sender_open_id: str = ALICE
-    live: Any = None
-    slot: Any = None
-    joined: bool = False
-
-    def askers(self) -> Askers:
-        return Askers.of(self.sender_open_id, ["ou_fake_carol"] if self.joined else [])
+def a_turn(*, joined: bool = False, **fields: Any) -> TurnContext:
+    """Alice's turn in her direct chat, the runtime's context of it; ``joined``: Carol's
+    message joined it."""
+    return turn_context(**fields, joined=["ou_fake_carol"] if joined else ())
 
 
 @pytest.fixture
@@ -111,9 +98,9 @@ def grant(open_id: str = ALICE, *, access: str = "u-a", expires_in: float = 7200
     return UserTokens(open_id, access, "ur-a", now + expires_in, now + 86400, "contact:x")
 
 
-def in_turn(turn: Turn | None):
+def in_turn(turn: TurnContext | None):
     """Run the body as a tool call of ``turn`` (what the engine sets around a handler)."""
-    return _CURRENT_RUN.set(RunContext(turn.run_id if turn else "run-x", "q", turn))
+    return _CURRENT_RUN.set(run_of(turn))
 
 
 async def who(access_token: str) -> str:
@@ -125,10 +112,41 @@ async def who(access_token: str) -> str:
 
 def test_only_a_persons_own_turn_without_anyone_joining_acts_as_them():
     assert asker_of(None) == (None, NOT_A_TURN)
-    assert asker_of(Turn(sender_open_id="")) == (None, NOT_A_TURN)
-    assert asker_of(Turn(joined=True)) == (None, OTHERS_JOINED)
-    origin, refusal = asker_of(Turn())
+    assert asker_of(run_of(None)) == (None, NOT_A_TURN)
+    assert asker_of(run_of(a_turn(sender_open_id=""))) == (None, NOT_A_TURN)
+    assert asker_of(run_of(a_turn(joined=True))) == (None, OTHERS_JOINED)
+    origin, refusal = asker_of(run_of(a_turn()))
     assert origin is not None and origin.sender_open_id == ALICE and refusal == ""
+    # Deps of another type with every field of Alice's turn: nobody's turn, nobody to act as.
+    assert asker_of(run_of(look_alike(a_turn()))) == (None, NOT_A_TURN)
+
+
+async def _my_name() -> str:
+    """Tell the person their Feishu name."""
+    return "?"
+
+
+async def test_the_gate_acts_for_no_one_on_deps_that_only_look_like_a_turn(auth, fake):
+    """The attacker's look-alike: Alice holds a grant, and deps of another type that copy
+    her turn field by field still get nobody's account, from the gate or the source."""
+    await auth.tokens.save(ALICE, grant())
+    gate = auth.gate(lambda name: ("contact:x",) if name == "my_name" else None)
+    my_name = tool_from_function(_my_name, name="my_name", side_effect="read")
+
+    def call(deps: object) -> ToolUse:
+        return ToolUse("my_name", {}, "c1", "read", my_name, 1, run_of(deps))
+
+    forged = look_alike(a_turn())
+    refused = await gate.pre_tool_use(call(forged))
+    assert (refused.allow, refused.reason) == (False, NOT_A_TURN)
+    assert (await gate.pre_tool_use(call(a_turn()))).allow  # her real turn: her grant
+    token = in_turn(forged)
+    try:
+        with pytest.raises(ToolError, match="nobody to act as"):
+            await auth.source.as_user(["contact:x"], "read", who)
+    finally:
+        _CURRENT_RUN.reset(token)
+    assert fake.requests == []
 
 
 def test_reconsent_is_wanted_once_a_run_and_forgotten_past_its_bound():
@@ -164,7 +182,7 @@ async def test_as_user_outside_a_turn_is_a_tool_error(auth):
 
 
 async def test_without_a_grant_the_call_asks_for_a_retry_once_then_for_an_admin(auth):
-    token = in_turn(Turn())
+    token = in_turn(a_turn())
     try:
         with pytest.raises(ToolError, match="Call this tool again"):
             await auth.source.as_user(["contact:x"], "read your profile", who)
@@ -185,7 +203,7 @@ async def test_a_grant_without_the_scope_feishu_wants_is_asked_for_again(auth, f
         )
         return str(body["data"]["name"])
 
-    token = in_turn(Turn())
+    token = in_turn(a_turn())
     try:
         with pytest.raises(ToolError, match="has not granted what is needed"):
             await auth.source.as_user(["contact:x"], "read your profile", profile)
@@ -198,7 +216,7 @@ async def test_a_grant_without_the_scope_feishu_wants_is_asked_for_again(auth, f
 async def test_feishu_silent_about_a_grant_is_a_tool_error_not_a_crash(auth, fake):
     await auth.tokens.save(ALICE, grant(expires_in=10))  # needs a refresh
     fake.fail("POST", "/authen/v2/oauth/token", 0, http_status=502, raw_body="<html>bad</html>")
-    token = in_turn(Turn())
+    token = in_turn(a_turn())
     try:
         with pytest.raises(ToolError, match="Feishu did not answer"):
             await auth.source.as_user(["contact:x"], "read", who)
