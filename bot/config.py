@@ -219,7 +219,8 @@ class Settings(BaseSettings):
     def _once(self, name: str, build: Callable[[], _T]) -> _T:
         if name not in self._built:
             self._built[name] = build()
-        return self._built[name]
+        built: _T = self._built[name]
+        return built
 
     def _file(self) -> dict[str, Any]:
         """larkgate.toml as parsed, read at the first need ({} without one)."""

@@ -249,7 +249,7 @@ class LiveReply:
     def _ramped_cadence(self) -> float:
         if not self._answer_updates:
             return self._cadence
-        return max(MIN_GAP, min(self._cadence, FIRST_GAP * 2 ** (self._answer_updates - 1)))
+        return max(MIN_GAP, min(self._cadence, FIRST_GAP * 2.0 ** (self._answer_updates - 1)))
 
     async def _sync(self, *, final: bool) -> None:
         if self.mode == "gone":
@@ -628,7 +628,8 @@ class LiveReply:
                         reply_in_thread=self._in_thread,
                     )
                 )
-                return sent.message_id
+                message_id: str | None = sent.message_id
+                return message_id
             except (FeishuRateLimited, FeishuTransportError) as exc:
                 if delay is None:
                     logger.error("the answer to %s was not delivered: %s", self._message_id, exc)

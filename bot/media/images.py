@@ -177,7 +177,8 @@ def _can_keep(image: Image, fmt: str, size: int, max_side: int, max_bytes: int) 
     if getattr(image, "n_frames", 1) > 1:
         return False  # animated: models read one frame, so we pick it rather than them
     # A rotated camera JPEG would reach the model on its side.
-    return image.getexif().get(_EXIF_ORIENTATION, 1) == 1
+    orientation: object = image.getexif().get(_EXIF_ORIENTATION, 1)
+    return orientation == 1
 
 
 def _first_frame(image: Image, max_side: int) -> Image:

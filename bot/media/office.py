@@ -75,7 +75,7 @@ def _style_names(document: Any) -> dict[str, str]:
 
 
 def _paragraph(paragraph: Any, styles: dict[str, str]) -> str:
-    text = paragraph.text.strip()
+    text: str = paragraph.text.strip()
     if not text:
         return ""
     style = styles.get(paragraph.style or "", "")
