@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import ReActAgent
 from .chat_agent import ChatAgent
+from .checkpoint import CheckpointError, RunCheckpoint
 from .context_guard import ContextGuard, estimate_tokens
 from .dag import (
     DAGAgent,
@@ -83,6 +84,7 @@ __all__ = [
     "AnswerWithdrawnEvent",
     "Artifact",
     "ChatAgent",
+    "CheckpointError",
     "CompactEvent",
     "ContextGuard",
     "DAGAgent",
@@ -121,6 +123,7 @@ __all__ = [
     "ReActAgent",
     "ReActOptions",
     "RoundReport",
+    "RunCheckpoint",
     "RunContext",
     "RunEvent",
     "Step",
