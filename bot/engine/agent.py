@@ -3,7 +3,9 @@
 ``run()`` selects tools (when there are many), runs the tool loop (``loop.RunLoop``)
 and always returns a consistent ``AgentResult``: a failing model, a stop request or a
 bug in a tool never escapes as an exception. ``stream_answer()`` then gives the
-user-facing answer, streaming its text.
+user-facing answer, streaming its text. ``resume()`` goes on with a run from a
+``RunCheckpoint`` that a hook took while the run waited in it (``checkpoint.py``),
+in this process or another, and ends as ``run()`` does.
 
 Where the answer comes from (``synthesis``):
 - ``"auto"`` (the default): in native mode the loop's calls stream, and a final reply
@@ -22,10 +24,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .checkpoint import RunCheckpoint
 from .context_guard import ContextGuard
 from .events import AnswerEvent, DoneEvent, EventCallback, EventSink
 from .executor import ExecutorLimits, ToolExecutor
@@ -72,6 +75,8 @@ class ReActAgent:
     first call lists them and offers ``select_tools`` (``tool_menu.py``: a question that
     needs no tool is answered in that one call) instead of the reference design's
     separate selection call (the default).
+    ``checkpoints``: hooks get ``ToolUse.checkpoint`` to snapshot a run they hold, for
+    ``resume()``; plan mode's step agents are built without (``checkpoint.py``).
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class ReActAgent:
         interrupt_limits: InterruptLimits | None = None,
         synthesis: SynthesisMode = "auto",
         tool_menu: bool = False,
+        checkpoints: bool = True,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -134,6 +140,7 @@ class ReActAgent:
         self.synthesis: SynthesisMode = synthesis
         # Selection inside the first call (``tool_menu``), where that call streams.
         self.tool_menu = tool_menu
+        self.checkpoints = checkpoints
         # The loop streams, and a final reply is the answer (native mode, "auto").
         self.streams = (
             self.mode == "native"
@@ -169,34 +176,59 @@ class ReActAgent:
         query = self._pinned(query)
         run = RunContext(run_id or uuid.uuid4().hex, query, deps)
         sink = EventSink(on_event)
-        task = asyncio.current_task()
-        if interrupt_queue is not None and task is not None:
-            interrupt_queue.bind(task, self.interrupt_limits)
-        loop = self._new_loop(query, run, sink, interrupt_queue)
-        try:
+        loop = self._new_loop(run, sink, interrupt_queue, self.tools, self.mode, self.streams)
+
+        async def work() -> None:
             await self._prepare(loop, query, tuple(images), history, run, sink)
             await loop.run()
-        except asyncio.CancelledError:
-            stop_reason = interrupt_queue.stop_reason if interrupt_queue is not None else None
-            if stop_reason is None or task is None or task.uncancel() > 0:
-                sink.abort()
-                raise
-            loop.settle_cancelled(stop_reason)
-        except Exception as exc:  # an engine bug must still yield a result
-            logger.exception("run %s failed", run.run_id)
-            loop.finish_without_answer("error", f"internal error: {type(exc).__name__}")
-        finally:
-            if interrupt_queue is not None and task is not None:
-                interrupt_queue.unbind(task)
-            loop.executor.deadlines.close()
+
+        await self._drive(loop, work, run, sink, interrupt_queue)
         if not loop.transcript:  # ended during tool selection: still record the question
             loop.transcript.append(
                 Message.user(query, pinned=True, kind="query", images=tuple(images))
             )
-        result = self._result(loop, run, time.perf_counter() - started)
-        sink.emit(_done(result))
-        await sink.aclose()
-        return result
+        return await self._finish(loop, run, sink, started)
+
+    async def resume(
+        self,
+        checkpoint: RunCheckpoint,
+        *,
+        interrupt_queue: InterruptQueue | None = None,
+        on_event: EventCallback | None = None,
+        deps: Any = None,
+    ) -> AgentResult:
+        """Go on with the run ``checkpoint`` holds, to its end; never raises for model,
+        tool or hook failures.
+
+        The calls it waited on run now, through every hook again, except those that had
+        finished (their steps are kept); their results are added as the run would have
+        added them, and the loop goes on (its iterations counted from the checkpoint's,
+        within ``max_iterations``) in the checkpoint's mode. The run may use the
+        checkpoint's tools that this agent has: a call to one it lacks gets the unknown
+        tool observation. Stops, cancellation, events and the result are as ``run()``'s
+        (``run_id`` is the checkpoint's).
+        """
+        if not isinstance(checkpoint, RunCheckpoint):
+            raise TypeError(
+                "resume() takes a RunCheckpoint (RunCheckpoint.from_json reads a stored one), "
+                f"not {type(checkpoint).__name__}"
+            )
+        started = time.perf_counter()
+        run = RunContext(checkpoint.run_id, checkpoint.query, deps)
+        sink = EventSink(on_event)
+        tools = self.tools.filter(checkpoint.tools)
+        loop = self._new_loop(
+            run,
+            sink,
+            interrupt_queue,
+            tools,
+            checkpoint.mode,
+            checkpoint.streams,
+            first_index=len(checkpoint.steps),
+        )
+        loop.restore(checkpoint)
+        await self._drive(loop, lambda: loop.resume(checkpoint), run, sink, interrupt_queue)
+        return await self._finish(loop, run, sink, started)
 
     async def stream_answer(
         self,
@@ -233,6 +265,43 @@ class ReActAgent:
 
     # -- internals ---------------------------------------------------------------------
 
+    async def _drive(
+        self,
+        loop: RunLoop,
+        work: Callable[[], Awaitable[None]],
+        run: RunContext,
+        sink: EventSink,
+        interrupts: InterruptQueue | None,
+    ) -> None:
+        """Do ``work`` on ``loop``, bound to ``interrupts``: a stop ends it ``cancelled``, a
+        bug ends it with an error; cancellation from outside propagates."""
+        task = asyncio.current_task()
+        if interrupts is not None and task is not None:
+            interrupts.bind(task, self.interrupt_limits)
+        try:
+            await work()
+        except asyncio.CancelledError:
+            stop_reason = interrupts.stop_reason if interrupts is not None else None
+            if stop_reason is None or task is None or task.uncancel() > 0:
+                sink.abort()
+                raise
+            loop.settle_cancelled(stop_reason)
+        except Exception as exc:  # an engine bug must still yield a result
+            logger.exception("run %s failed", run.run_id)
+            loop.finish_without_answer("error", f"internal error: {type(exc).__name__}")
+        finally:
+            if interrupts is not None and task is not None:
+                interrupts.unbind(task)
+            loop.executor.deadlines.close()
+
+    async def _finish(
+        self, loop: RunLoop, run: RunContext, sink: EventSink, started: float
+    ) -> AgentResult:
+        result = self._result(loop, run, time.perf_counter() - started)
+        sink.emit(_done(result))
+        await sink.aclose()
+        return result
+
     def _pinned(self, query: str) -> str:
         return cap_text(query, self.interrupt_limits.message_cap)
 
@@ -268,22 +337,29 @@ class ReActAgent:
 
     def _new_loop(
         self,
-        query: str,
         run: RunContext,
         sink: EventSink,
         interrupts: InterruptQueue | None,
+        tools: ToolRegistry,
+        mode: LoopMode,
+        streams: bool,
+        *,
+        first_index: int = 0,
     ) -> RunLoop:
         return RunLoop(
             llm=self.llm,
             settings=self.settings,
-            tools=self.tools,
-            executor=ToolExecutor(self.tools, self.hooks, run, sink, self.limits),
+            tools=tools,
+            executor=ToolExecutor(
+                tools, self.hooks, run, sink, self.limits, first_index=first_index
+            ),
             guard=ContextGuard(self.context_budget),
             sink=sink,
             interrupts=interrupts,
-            mode=self.mode,
-            query=query,
-            streams=self.streams,
+            mode=mode,
+            query=run.query,
+            streams=streams,
+            checkpointable=self.checkpoints,
         )
 
     def _system_prompt(self, tools: ToolRegistry) -> str:

@@ -3,6 +3,10 @@
 Every failure becomes an observation the model can read (unknown tool, bad arguments,
 a blocking hook, an exception, a timeout); nothing here raises except cancellation.
 Parallel calls run concurrently under a cap, and results come back in call order.
+
+Hooks get ``ToolUse.checkpoint``, the loop's snapshot function, when the loop gives one;
+a resumed turn passes the steps of the calls that had already finished (``settled``),
+which are not run again.
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .deadlines import ToolDeadlines
 from .events import EventSink, StepEvent, StepStatus
@@ -21,6 +25,9 @@ from .hooks import _CURRENT_RUN, HookChain, RunContext, ToolUse
 from .messages import ToolCall
 from .result import Step
 from .tools import Artifact, ToolArgumentsError, ToolError, ToolRegistry
+
+if TYPE_CHECKING:
+    from .checkpoint import RunCheckpoint
 
 logger = logging.getLogger(__name__)
 
@@ -44,36 +51,61 @@ class ToolExecutor:
         run: RunContext,
         sink: EventSink,
         limits: ExecutorLimits,
+        *,
+        first_index: int = 0,
     ) -> None:
+        """``first_index``: the index of the first step this executor runs (a resumed run
+        goes on numbering where its steps end)."""
         self.tools = tools
         self.hooks = hooks
         self.run = run
         self.sink = sink
         self.limits = limits
         self.finished: dict[str, Step] = {}
-        self._next_index = 0
+        self._next_index = first_index
+        self._checkpoint: Callable[[], RunCheckpoint] | None = None
         self._semaphore = asyncio.Semaphore(limits.max_parallel)
         self.deadlines = ToolDeadlines()
 
     async def execute(
-        self, calls: Sequence[ToolCall], iteration: int, reason: str | None = None
+        self,
+        calls: Sequence[ToolCall],
+        iteration: int,
+        reason: str | None = None,
+        *,
+        settled: Mapping[str, Step] | None = None,
+        checkpoint: Callable[[], RunCheckpoint] | None = None,
     ) -> list[Step]:
-        """Run ``calls`` and return their steps in call order."""
+        """Run ``calls`` and return their steps in call order.
+
+        A call with a step in ``settled`` (by call id: it finished before the run was
+        checkpointed) is not run again; its step is given back as it is. Hooks get
+        ``checkpoint`` as ``ToolUse.checkpoint``.
+        """
         # Some servers reuse call ids across turns ("call_0" every time): only this
         # turn's results may settle this turn's calls.
         self.finished.clear()
+        self._checkpoint = checkpoint
         first = self._next_index
         self._next_index += len(calls)
-        if len(calls) == 1:
-            return [await self._run_one(calls[0], first, iteration, reason)]
-        return list(
-            await asyncio.gather(
+        steps: dict[int, Step] = {}
+        for offset, call in enumerate(calls):
+            step = settled.get(call.id) if settled else None
+            if step is not None:
+                steps[offset] = self.finished[call.id] = step
+        todo = [offset for offset in range(len(calls)) if offset not in steps]
+        if len(todo) == 1:
+            offset = todo[0]
+            steps[offset] = await self._run_one(calls[offset], first + offset, iteration, reason)
+        elif todo:
+            done = await asyncio.gather(
                 *(
-                    self._run_capped(call, first + offset, iteration, reason)
-                    for offset, call in enumerate(calls)
+                    self._run_capped(calls[offset], first + offset, iteration, reason)
+                    for offset in todo
                 )
             )
-        )
+            steps.update(zip(todo, done, strict=True))
+        return [steps[offset] for offset in range(len(calls))]
 
     async def _run_capped(
         self, call: ToolCall, index: int, iteration: int, reason: str | None
@@ -150,7 +182,15 @@ class ToolExecutor:
             return f"Error: {exc}", "error", str(exc), (), call.arguments
 
         use = ToolUse(
-            call.name, arguments, call.id, tool.side_effect, tool, iteration, self.run, reason
+            call.name,
+            arguments,
+            call.id,
+            tool.side_effect,
+            tool,
+            iteration,
+            self.run,
+            reason,
+            checkpoint=self._checkpoint,
         )
         if self.hooks:
             decision = await self.hooks.pre(use)
@@ -167,8 +207,8 @@ class ToolExecutor:
 
         observation, error, artifacts = await self._invoke(use)
         if self.hooks:
-            if error is not None:
-                use = replace(use, error=error)
+            # No checkpoint after the tool ran: it would not count this call as finished.
+            use = replace(use, error=error, checkpoint=None)
             observation = await self.hooks.post(use, observation)
         return observation, ("error" if error else "ok"), error, artifacts, use.arguments
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 if TYPE_CHECKING:
+    from .checkpoint import RunCheckpoint
     from .tools import SideEffect, Tool
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,10 @@ class ToolUse:
     reason: str | None = None
     # For post hooks: why the tool failed, or None when it succeeded.
     error: str | None = None
+    # For pre hooks: a snapshot of the run as it is when called, for a hook that waits
+    # long (an approval) to store and resume elsewhere (``checkpoint.py``); None for post
+    # hooks and where the run cannot be resumed from one (plan mode's step agents).
+    checkpoint: Callable[[], RunCheckpoint] | None = None
 
 
 class PreToolUseHook(Protocol):

@@ -13,6 +13,11 @@ With ``streams`` (native mode, synthesis ``auto``) every call streams and a fina
 reply the loop accepts is the answer, already sent as ``answer`` events
 (``answer_streamed``); text of a reply that is not taken as the answer is withdrawn
 (``streamed_reply``). The loop rules are the same either way.
+
+While the tool calls of a turn run, hooks get ``checkpoint()`` (``ToolUse.checkpoint``),
+a snapshot of the run at the moment they call it (``checkpoint.py``); ``resume`` goes on
+from one in a new loop: the waiting calls run (those already finished are not run
+again), then the loop continues as ``run`` would have.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .checkpoint import RunCheckpoint
 from .context_guard import Compaction, ContextGuard
 from .events import CompactEvent, EventSink
 from .executor import ToolExecutor
@@ -79,8 +85,12 @@ class RunLoop:
     empty_streak: int = 0
     cycle_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     last_cycle_counts: dict[str, int] = field(default_factory=dict)
-    # The tool calls of the last assistant message, until their results are appended.
+    # The tool calls of the last assistant message, until their results are appended,
+    # and the model's stated reason for them.
     pending_calls: tuple[ToolCall, ...] = ()
+    pending_reason: str | None = None
+    # Hooks get ``checkpoint`` (False: plan mode's steps, see ``checkpoint.py``).
+    checkpointable: bool = True
     # The last streamed call, and whether the answer is its text as it was sent.
     reply: StreamedReply | None = None
     answer_streamed: bool = False
@@ -289,9 +299,21 @@ class RunLoop:
 
     # -- shared rules ------------------------------------------------------------------
 
-    async def _execute(self, calls: tuple[ToolCall, ...], reason: str | None) -> None:
+    async def _execute(
+        self,
+        calls: tuple[ToolCall, ...],
+        reason: str | None,
+        settled: Mapping[str, Step] | None = None,
+    ) -> None:
         self.pending_calls = calls
-        steps = await self.executor.execute(calls, self.iterations, reason)
+        self.pending_reason = reason
+        steps = await self.executor.execute(
+            calls,
+            self.iterations,
+            reason,
+            settled=settled,
+            checkpoint=self.checkpoint if self.checkpointable else None,
+        )
         native = self.mode == "native"
         for call, step in zip(calls, steps, strict=True):
             if native:
@@ -303,6 +325,7 @@ class RunLoop:
             if call.name in self.tools:
                 self.real_tool_calls += 1
         self.pending_calls = ()
+        self.pending_reason = None
 
     def _after_tools(self, calls: tuple[ToolCall, ...]) -> None:
         threshold = self.settings.cycle_threshold
@@ -376,6 +399,60 @@ class RunLoop:
         texts = self.interrupts.drain()
         self.add(Message.user(interrupt_message(texts), pinned=True, kind="interrupt"))
         return True
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def checkpoint(self) -> RunCheckpoint:
+        """The run as it is now, waiting on ``pending_calls`` (those finished are
+        ``settled``); taken by a hook while the calls run."""
+        finished = self.executor.finished
+        return RunCheckpoint(
+            run_id=self.executor.run.run_id,
+            query=self.query,
+            mode=self.mode,
+            streams=self.streams,
+            context=tuple(self.context),
+            transcript=tuple(self.transcript),
+            steps=tuple(self.steps),
+            usage=self.usage,
+            iterations=self.iterations,
+            compactions=self.compactions,
+            real_tool_calls=self.real_tool_calls,
+            reflections=self.reflections,
+            checklist_done=self.checklist_done,
+            reformat_streak=self.reformat_streak,
+            empty_streak=self.empty_streak,
+            cycle_counts=dict(self.cycle_counts),
+            last_cycle_counts=dict(self.last_cycle_counts),
+            pending_calls=self.pending_calls,
+            settled=tuple(finished[c.id] for c in self.pending_calls if c.id in finished),
+            reason=self.pending_reason,
+            tools=tuple(self.tools.names()),
+        )
+
+    def restore(self, checkpoint: RunCheckpoint) -> None:
+        """Take the state of ``checkpoint`` (a new loop, before ``resume``)."""
+        self.context = list(checkpoint.context)
+        self.transcript = list(checkpoint.transcript)
+        self.steps = list(checkpoint.steps)
+        self.usage = checkpoint.usage
+        self.iterations = checkpoint.iterations
+        self.compactions = checkpoint.compactions
+        self.real_tool_calls = checkpoint.real_tool_calls
+        self.reflections = checkpoint.reflections
+        self.checklist_done = checkpoint.checklist_done
+        self.reformat_streak = checkpoint.reformat_streak
+        self.empty_streak = checkpoint.empty_streak
+        self.cycle_counts = dict(checkpoint.cycle_counts)
+        self.last_cycle_counts = dict(checkpoint.last_cycle_counts)
+
+    async def resume(self, checkpoint: RunCheckpoint) -> None:
+        """Finish the turn ``checkpoint`` waited in, as ``run`` would have, then go on."""
+        calls = checkpoint.pending_calls
+        settled = {step.call_id: step for step in checkpoint.settled}
+        await self._execute(calls, checkpoint.reason, settled)
+        self._after_tools(calls)
+        await self.run()
 
     # -- endings -----------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ class ReActOptions(TypedDict, total=False):
     interrupt_limits: InterruptLimits | None
     synthesis: SynthesisMode
     tool_menu: bool
+    # Plan mode's fallback agent only: a step's agent has none (``checkpoint.py``).
+    checkpoints: bool
 
 
 class StepAgents:
@@ -71,6 +73,8 @@ class StepAgents:
         options: ReActOptions = {
             **self.options,
             "interrupt_limits": _limits_for(query, self.options),
+            # A step alone cannot go on with the plan: its hooks get no checkpoint.
+            "checkpoints": False,
         }
         return ReActAgent(llm, self.tools, hooks=hooks, **options)
 
