@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.feishu.events import CardAction
+from bot.feishu.events import CardAction, parse_card_action
 from bot.feishu.question_card import (
     ANSWER_CHARS,
     ANSWER_FIELD,
@@ -341,3 +341,22 @@ def test_hostile_text_cannot_add_a_button_a_link_or_a_mention(
     ids = [n["element_id"] for n in nodes(card) if "element_id" in n]
     assert len(ids) == len(set(ids))
     assert all(len(i) <= 20 and i[0].isalpha() for i in ids)
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "text"),
+    [
+        ("question_option", 1, None),
+        ("question_form_submit", None, "先出码后置完成，但要加对账补偿\nand the EU region first"),
+    ],
+)
+def test_feishus_callbacks_of_a_question_card_parse_to_typed_clicks(name, option, text):
+    """The golden callbacks (Feishu's documented shape of a button click and of a form
+    submission, ``tests/fixtures/callbacks/question_*``) through the callback parser."""
+    path = FIXTURES.parents[1] / "callbacks" / f"{name}.event.json"
+    action = parse_card_action(json.loads(path.read_text()))
+    assert isinstance(action, CardAction)
+    click = question_click(action)
+    assert click is not None
+    assert (click.question_id, click.option, click.text) == ("q0123456789abcdef", option, text)
+    assert click.value == action.value and "seal" in click.value
