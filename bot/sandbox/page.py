@@ -16,7 +16,12 @@ GET  /api/resource/<message_id>/<key>
                        image as its type, anything else as an attachment
 POST /api/click        ``{user, message_id, value}``: pushes a signed
                        ``card.action.trigger`` to ``/feishu/card``, applies the card it
-                       answers and returns the toast
+                       answers and returns the toast. ``{user, message_id, form_value,
+                       button}`` submits the message's card's form instead, as Feishu's
+                       client does (:mod:`.emulator.clicks`): the submit button (the one
+                       labelled ``button``, else the only one) sends its value and name and
+                       every input by name; what Feishu's client would not send (an unknown
+                       input, a required one empty, one too long) is a 400 saying why
 POST /api/open         ``{user, url}``: opens a card's link (an emulator page only) as that
                        person's browser signed in to Feishu would: the emulator's consent
                        or verification page, then wherever it redirects (the bot's OAuth
@@ -39,6 +44,7 @@ from aiohttp import web
 
 from .attachments import UPLOAD_LIMIT, Outgoing, attachment_messages, read_upload, text_message
 from .emulator import FakeFeishu
+from .emulator.clicks import ClickRefused, form_submission, shown_card
 from .files import file_response, stored_file
 from .people import BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE, Person, chat_of
 from .push import card_action_event, message_event, signed_request
@@ -175,8 +181,24 @@ class ChatPage:
         person = _person(body.get("user"))
         message = self._emulator.message_by_id.get(str(body.get("message_id") or ""))
         value = body.get("value")
-        if message is None or not isinstance(value, dict):
-            raise web.HTTPBadRequest(text="an existing message_id and a value object are needed")
+        form_value = body.get("form_value")
+        name = None
+        if message is not None and isinstance(form_value, dict):
+            card = shown_card(self._emulator, message.message_id)
+            button = body.get("button")
+            try:
+                if card is None:
+                    raise ClickRefused("the message is not a card")
+                submitted = form_submission(
+                    card, form_value, button=button if isinstance(button, str) else None
+                )
+            except ClickRefused as refused:
+                raise web.HTTPBadRequest(text=f"Feishu would not send this: {refused}") from None
+            value, name, form_value = submitted.value, submitted.name, submitted.form_value
+        elif message is None or not isinstance(value, dict) or form_value is not None:
+            raise web.HTTPBadRequest(
+                text="an existing message_id and a value object (or a form_value object) are needed"
+            )
         envelope = card_action_event(
             verification_token=self._bot.verification_token,
             value=value,
@@ -184,6 +206,8 @@ class ChatPage:
             open_message_id=message.message_id,
             open_chat_id=message.chat_id,
             app_id=self._emulator.app_id,
+            name=name,
+            form_value=form_value,
         )
         status, answer = await self._push("/feishu/card", envelope)
         card = answer.get("card") if isinstance(answer, dict) else None

@@ -22,6 +22,7 @@ from bot.app import SERVICES, Services, create_app
 from bot.config import Settings, load_settings
 from bot.engine import LLM, Tool
 from bot.media.limits import ReaderLimits
+from bot.sandbox.emulator.clicks import Press, button_press, form_submission, shown_card
 from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 
@@ -117,8 +118,11 @@ class Bot:
         card_message_id: str = "om_card",
         chat_id: str = "oc_dm",
         event_id: str | None = None,
+        form_value: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
-        """Press a card button the way Feishu reports it; returns the callback's answer."""
+        """Press a card button the way Feishu reports it; returns the callback's answer.
+        A form's submit button also sends its ``name`` and the form's ``form_value``."""
         envelope = card_action_event(
             verification_token=VERIFICATION_TOKEN,
             value=value,
@@ -126,11 +130,51 @@ class Bot:
             open_message_id=card_message_id,
             open_chat_id=chat_id,
             event_id=event_id,
+            name=name,
+            form_value=form_value,
         )
         body, headers = signed_request(envelope, encrypt_key=ENCRYPT_KEY)
         status, answer = await self.post("/feishu/card", body, headers)
         assert status == 200, answer
         return answer
+
+    async def press(self, card_message_id: str, label: str, *, by: str) -> dict[str, Any]:
+        """Press the button labelled ``label`` on the card the message shows now (a
+        question's option, say), in the message's chat; returns the callback's answer."""
+        return await self._send_press(
+            card_message_id, button_press(self._card(card_message_id), label), by
+        )
+
+    async def submit_form(
+        self,
+        card_message_id: str,
+        inputs: Mapping[str, Any],
+        *,
+        by: str,
+        button: str | None = None,
+    ) -> dict[str, Any]:
+        """Type ``inputs`` (an input's name -> text) into the form of the card the message
+        shows now and press its submit button (the one labelled ``button``, else the only
+        one), as Feishu's client does; returns the callback's answer. What Feishu's client
+        would not send raises ``ClickRefused``."""
+        submitted = form_submission(self._card(card_message_id), inputs, button=button)
+        return await self._send_press(card_message_id, submitted, by)
+
+    def _card(self, card_message_id: str) -> dict[str, Any]:
+        card = shown_card(self.feishu, card_message_id)
+        assert card is not None, f"{card_message_id} shows no card"
+        return card
+
+    async def _send_press(self, card_message_id: str, press: Press, by: str) -> dict[str, Any]:
+        chat_id = self.feishu.message_by_id[card_message_id].chat_id
+        return await self.click(
+            press.value,
+            by=by,
+            card_message_id=card_message_id,
+            chat_id=chat_id,
+            form_value=press.form_value,
+            name=press.name,
+        )
 
     def replies_to(self, message_id: str) -> list[FakeMessage]:
         return [m for m in self.feishu.sent if m.reply_to == message_id]

@@ -86,6 +86,19 @@ class Page:
             assert resp.status == 200, await resp.text()
             return await resp.json()
 
+    async def submit_form(
+        self, user: str, message_id: str, form_value: dict[str, Any], button: str | None = None
+    ) -> dict[str, Any]:
+        """Type ``form_value`` (an input's name -> text) into the message's card's form and
+        press its submit button (the one labelled ``button``, else the only one), as the
+        page does."""
+        body: dict[str, Any] = {"user": user, "message_id": message_id, "form_value": form_value}
+        if button is not None:
+            body["button"] = button
+        async with self.session.post(self.url + "/api/click", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            return await resp.json()
+
     async def until(
         self,
         user: str,
