@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.askers import Askers
-from bot.engine import RunContext, current_run
+from bot.engine import RunCheckpoint, RunContext, current_run
 
-__all__ = ["LiveMarker", "RunSlot", "TurnContext", "current_turn", "turn_of"]
+__all__ = ["LiveMarker", "RunParking", "RunSlot", "TurnContext", "current_turn", "turn_of"]
 
 
 class LiveMarker(Protocol):
@@ -37,6 +37,13 @@ class RunSlot(Protocol):
     """The run's share of the bot's concurrent runs: given up while a human decides."""
 
     def released(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class RunParking(Protocol):
+    """Where a run that waits for a person saves where it stands (``bot/runtime/parking.py``),
+    so that the process that takes its message over resumes it."""
+
+    async def save(self, checkpoint: RunCheckpoint) -> None: ...
 
 
 def _nobody_joined() -> tuple[str, ...]:
@@ -72,6 +79,9 @@ class TurnContext:
     # The senders of the messages that joined this run so far, in order (a group
     # conversation everyone shares): each is an asker too (``askers()``).
     joined_senders: Callable[[], tuple[str, ...]] = _nobody_joined
+    # Saves the run before it waits for a person (None: a run that cannot be resumed
+    # elsewhere, e.g. a scheduled run: it waits as before).
+    parking: RunParking | None = None
 
     def askers(self) -> Askers:
         """Everyone whose message this run answers, as of now (more may join)."""

@@ -27,7 +27,7 @@ from bot.store.org import OrgSettingsStore
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .waits import ApprovalWaits
+from .person_wait import PersonWaits
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ApprovalDecisions:
         config: GovernanceConfig,
         approvals: ApprovalStore,
         org: OrgSettingsStore,
-        waits: ApprovalWaits,
+        waits: PersonWaits[ApprovalRecord],
         cards: ApprovalCards,
     ) -> None:
         self._config = config

@@ -24,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -37,21 +36,29 @@ from bot.store.approvals import (
     CANCELLED,
     DENIED,
     EXPIRED,
+    PENDING,
     READ_ONLY_NOTE,
     ApprovalRecord,
     ApprovalStore,
     NewApproval,
 )
-from bot.turn_context import LiveMarker, RunSlot, turn_of
+from bot.turn_context import TurnContext, turn_of
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
+from .person_wait import PersonWaits, hold, park
 from .posting import post_card
-from .waits import ApprovalWaits
 
 logger = logging.getLogger(__name__)
 
 STOPPED_NOTE = "the run was stopped before a decision"
+# A resumed call that is not the one approved: its checkpoint was changed in the database.
+TAMPERED_NOTE = "the call to run was not the one shown on this card"
+# A resumed run meets an approval whose call was already let through once.
+ALREADY_USED = (
+    "{tool} did not run again: its approval was already used once, before the bot "
+    "restarted, and whether it finished is not known. Check its effect before asking again."
+)
 # What the model reads (and relays) when no one may approve a call for all its askers.
 NOBODY_APPROVES_FOR_ALL = (
     "{tool} did not run: {askers} asked in this one reply, and here each person approves "
@@ -73,7 +80,7 @@ class FeishuGateHook:
         *,
         config: GovernanceConfig,
         store: ApprovalStore,
-        waits: ApprovalWaits,
+        waits: PersonWaits[ApprovalRecord],
         cards: ApprovalCards,
         connector_of: Callable[[str], str | None],
         owner: str,
@@ -93,44 +100,81 @@ class FeishuGateHook:
         connector = self._connector_of(call.name)
         if not self._config.rules.needs_approval(call.name, connector, call.side_effect):
             return HookResult()
-        origin = turn_of(call.run)
-        if origin is None:
+        turn = turn_of(call.run)
+        if turn is None:
             # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
             return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")
-        # Read now, not when the run began: more people may have joined since.
-        askers = origin.askers()
-        if self._config.rules.session_grants and await self._store.granted_to_all(
-            origin.scope_key, origin.generation, call.name, askers.everyone
-        ):
-            return HookResult()
-        approvers = self._approvers_for(askers)
-        if not approvers:
-            return HookResult(False, await self._nobody_approves(call.name, askers))
-        record = await self._store.create(
-            NewApproval(
-                run_id=origin.run_id,
-                scope_key=origin.scope_key,
-                generation=origin.generation,
-                chat_id=origin.chat_id,
-                message_id=origin.message_id,
-                thread_id=origin.thread_id,
-                tool=call.name,
-                connector=connector,
-                arguments=readable_arguments(call.arguments),
-                reason=call.reason,
-                requester=askers.starter,
-                requesters=askers.everyone,
-                approvers=approvers,
-                owner=self._owner,
-                ttl_seconds=self._config.approval_ttl_seconds,
-                side_effect=call.side_effect,
+        # A run resumed from its checkpoint meets the approval it asked for before.
+        earlier = await self._store.of_call(turn.run_id, call.call_id)
+        if earlier is not None:
+            decided = await self._meet_again(earlier, call, turn)
+        else:
+            # Read now, not when the run began: more people may have joined since.
+            askers = turn.askers()
+            if self._config.rules.session_grants and await self._store.granted_to_all(
+                turn.scope_key, turn.generation, call.name, askers.everyone
+            ):
+                return HookResult()
+            approvers = self._approvers_for(askers)
+            if not approvers:
+                return HookResult(False, await self._nobody_approves(call.name, askers))
+            await park(call, turn)  # before the card: a click must find the run resumable
+            record = await self._store.create(
+                NewApproval(
+                    run_id=turn.run_id,
+                    scope_key=turn.scope_key,
+                    generation=turn.generation,
+                    chat_id=turn.chat_id,
+                    message_id=turn.message_id,
+                    thread_id=turn.thread_id,
+                    tool=call.name,
+                    connector=connector,
+                    arguments=readable_arguments(call.arguments),
+                    reason=call.reason,
+                    requester=askers.starter,
+                    requesters=askers.everyone,
+                    approvers=approvers,
+                    owner=self._owner,
+                    ttl_seconds=self._config.approval_ttl_seconds,
+                    side_effect=call.side_effect,
+                    call_id=call.call_id,
+                )
             )
-        )
-        decided = await self._wait(record, call.call_id, origin.live, origin.slot)
+            decided = await self._wait(record, call.call_id, turn)
         result = await self._result(decided)
-        if result.allow:
-            return await self._still_theirs(decided, origin.askers())
-        return result
+        if not result.allow:
+            return result
+        still = await self._still_theirs(decided, turn.askers())
+        if not still.allow:
+            return still
+        if not await self._store.use(decided.id):
+            # A run resumed after its call was let through once (a crash after the click):
+            # the approval is spent, and the call does not run a second time.
+            logger.warning("approval %s was already used; %s not run again", decided.id, call.name)
+            return HookResult(False, ALREADY_USED.format(tool=call.name))
+        return still
+
+    async def _meet_again(
+        self, record: ApprovalRecord, call: ToolUse, turn: TurnContext
+    ) -> ApprovalRecord:
+        """The approval this call of this run asked for before its process stopped: what
+        it holds is what may run. A call that differs from it (a checkpoint changed in the
+        database) is refused, and the approval with it."""
+        if record.tool != call.name or record.arguments != readable_arguments(call.arguments):
+            logger.error(
+                "run %s call %s: the resumed call differs from approval %s; refused",
+                turn.run_id,
+                call.call_id,
+                record.id,
+            )
+            await self._cancel(record, TAMPERED_NOTE)
+            current = await self._store.get(record.id)
+            return replace(current or record, state=CANCELLED, note=TAMPERED_NOTE)
+        if record.state != PENDING:
+            return record
+        if record.card_message_id is None:  # stopped before its card went out: post it now
+            return await self._wait(record, call.call_id, turn)
+        return await self._hold(record, self._waits.register(record.id), call.call_id, turn)
 
     def _approvers_for(self, askers: Askers) -> tuple[str, ...]:
         """Who may decide a call for every one of ``askers`` alike (never an unknown "")."""
@@ -166,42 +210,48 @@ class FeishuGateHook:
         return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
     async def _wait(
-        self, record: ApprovalRecord, call_id: str, live: LiveMarker | None, slot: RunSlot | None
+        self, record: ApprovalRecord, call_id: str, turn: TurnContext
     ) -> ApprovalRecord:
         future = self._waits.register(record.id)
+        pending = record
+
+        async def stopped(message_id: str | None) -> None:
+            # A /stop mid-post: the card shows "stopped" instead of live buttons.
+            await self._cancel(replace(pending, card_message_id=message_id))
+
         try:
-            pending = record
+            card_message_id = await post_card(self._cards.post(record), if_cancelled=stopped)
+        except FeishuError as exc:
+            self._waits.discard(record.id)
+            logger.error("could not post approval card %s: %s", record.id, exc)
+            outcome = await self._store.cancel(record.id, f"the card could not be sent ({exc})")
+            return outcome.record or record
+        except BaseException:
+            self._waits.discard(record.id)
+            raise
+        return await self._hold(
+            replace(record, card_message_id=card_message_id), future, call_id, turn
+        )
 
-            async def stopped(message_id: str | None) -> None:
-                # A /stop mid-post: the card shows "stopped" instead of live buttons.
-                await self._cancel(replace(pending, card_message_id=message_id))
-
-            try:
-                card_message_id = await post_card(self._cards.post(record), if_cancelled=stopped)
-            except FeishuError as exc:
-                logger.error("could not post approval card %s: %s", record.id, exc)
-                outcome = await self._store.cancel(record.id, f"the card could not be sent ({exc})")
-                return outcome.record or record
-            record = replace(record, card_message_id=card_message_id)
-            if live is not None:
-                live.waiting(call_id)
-            try:
-                remaining = max(0.0, record.expires_at - self._clock())
-                # A person decides in minutes: the run's slot serves others meanwhile.
-                released: AbstractAsyncContextManager[None] = (
-                    slot.released() if slot is not None else nullcontext()
-                )
-                async with released:
-                    return await asyncio.wait_for(asyncio.shield(future), remaining)
-            except TimeoutError:
-                return await self._expire(record)
-            except asyncio.CancelledError:
-                await self._cancel(record)
-                raise
+    async def _hold(
+        self,
+        record: ApprovalRecord,
+        future: asyncio.Future[ApprovalRecord],
+        call_id: str,
+        turn: TurnContext,
+    ) -> ApprovalRecord:
+        try:
+            return await hold(
+                self._waits,
+                future,
+                remaining=record.expires_at - self._clock(),
+                turn=turn,
+                call_id=call_id,
+                on_expiry=lambda: self._expire(record),
+                on_stop=lambda: self._cancel(record),
+            )
         finally:
             self._waits.discard(record.id)
-            if live is not None:
-                live.resumed(call_id)
 
     async def _expire(self, record: ApprovalRecord) -> ApprovalRecord:
         outcome = await self._store.expire(record.id)
@@ -210,9 +260,9 @@ class FeishuGateHook:
             await self._cards.refresh(current, record.card_message_id)
         return current
 
-    async def _cancel(self, record: ApprovalRecord) -> None:
+    async def _cancel(self, record: ApprovalRecord, note: str = STOPPED_NOTE) -> None:
         try:
-            outcome = await self._store.cancel(record.id, STOPPED_NOTE)
+            outcome = await self._store.cancel(record.id, note)
             if outcome.changed and outcome.record is not None:
                 await self._cards.refresh(outcome.record, record.card_message_id)
         except Exception:

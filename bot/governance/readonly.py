@@ -25,7 +25,7 @@ from bot.store.approvals import READ_ONLY_NOTE, ApprovalRecord, ApprovalStore
 from bot.store.org import OrgSettingsStore, Switch
 
 from .cards import ApprovalCards
-from .waits import ApprovalWaits
+from .person_wait import PersonWaits
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ReadOnlySwitch:
         self,
         org: OrgSettingsStore,
         approvals: ApprovalStore,
-        waits: ApprovalWaits,
+        waits: PersonWaits[ApprovalRecord],
         cards: ApprovalCards,
         *,
         spawn: Spawn,

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.engine import Hook, ToolRegistry
 from bot.feishu.client import FeishuClient
-from bot.store.approvals import ApprovalStore
+from bot.store.approvals import ApprovalRecord, ApprovalStore
 from bot.store.audit import AuditLog
 from bot.store.db import Database
 from bot.store.org import OrgSettingsStore
@@ -25,10 +25,10 @@ from .console import ConsoleActions
 from .decisions import ApprovalDecisions
 from .gate import FeishuGateHook
 from .names import UserNames
+from .person_wait import PersonWaits
 from .readonly import ReadOnlyGuard, ReadOnlySwitch, ToolsForRun
 from .seal import ButtonSeal
 from .sweeper import ApprovalSweeper
-from .waits import ApprovalWaits
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Governance:
     approvals: ApprovalStore
     org: OrgSettingsStore
     audit: AuditLog
-    waits: ApprovalWaits
+    waits: PersonWaits[ApprovalRecord]
     sweeper: ApprovalSweeper
     # PreToolUse hooks, in order: the read-only guard first, so a write in read-only
     # mode is refused without asking anyone; the approval gate; the read-only guard again,
@@ -80,7 +80,7 @@ def build_governance(
     approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome)
     org = OrgSettingsStore(database, clock=clock)
     audit = AuditLog(database, clock=clock)
-    waits = ApprovalWaits(approvals)
+    waits = PersonWaits(approvals, kind="approval")
     cards = ApprovalCards(feishu, approvals, config=config, acts_as_user=acts_as_user)
     replays = ReplayGuard(database, clock=clock)
     names = names or UserNames(feishu)
@@ -128,7 +128,7 @@ def build_governance(
 def _gate(
     config: GovernanceConfig,
     approvals: ApprovalStore,
-    waits: ApprovalWaits,
+    waits: PersonWaits[ApprovalRecord],
     cards: ApprovalCards,
     names: UserNames,
     connector_of: Callable[[str], str | None],

@@ -30,6 +30,12 @@ class ApprovalSweeper:
             await self._cards.refresh(record)
         return len(closed)
 
+    async def close_run(self, run_id: str, note: str) -> None:
+        """End what a run that will not go on waited for (its pending approvals), their
+        cards saying ``note``."""
+        for record in await self._store.cancel_run(run_id, note):
+            await self._cards.refresh(record)
+
     async def run(self) -> None:
         while True:
             try:

@@ -27,6 +27,7 @@ from bot.store.approvals import (
 )
 from bot.store.audit import AuditEntry, AuditLog, AuditRecord, write_audit
 from bot.store.call_log import CallEntry, CallLogStore
+from bot.store.checkpoints import CheckpointStore, StoredCheckpoint
 from bot.store.conversations import (
     Conversation,
     ConversationStore,
@@ -71,6 +72,7 @@ __all__ = [
     "AuditRecord",
     "CallEntry",
     "CallLogStore",
+    "CheckpointStore",
     "Claim",
     "ClaimOutcome",
     "Conversation",
@@ -99,6 +101,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "ScheduledTask",
+    "StoredCheckpoint",
     "Switch",
     "TooManyTasks",
     "TurnJournal",

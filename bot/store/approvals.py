@@ -54,6 +54,7 @@ from bot.store.models import (
     ApprovalGrantRow,
     ApprovalRow,
     MessageClaimRow,
+    RunCheckpointRow,
     table_of,
 )
 
@@ -82,6 +83,7 @@ READ_ONLY_NOTE = "read-only mode"  # the note of a write's approval closed by re
 _approvals = table_of(ApprovalRow)
 _grants = table_of(ApprovalGrantRow)
 _claims = table_of(MessageClaimRow)
+_checkpoints = table_of(RunCheckpointRow)
 _a = _approvals.c
 
 
@@ -107,6 +109,9 @@ class NewApproval:
     # Everyone whose message is in the run that asked, `requester` first; () when the
     # requester asked alone.
     requesters: tuple[str, ...] = ()
+    # The engine's id of the call within its run: a run resumed in another process finds
+    # its approval by (run_id, call_id) instead of asking again.
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +143,9 @@ class ApprovalRecord:
     side_effect: str = "write"
     # Everyone whose message was in the run that asked, `requester` first (never empty).
     requesters: tuple[str, ...] = ()
+    call_id: str | None = None
+    # When the approved call started to run (it runs once: see `use`).
+    used_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +204,28 @@ _WAITED_FOR = exists().where(
         _claims.c.lease_until > bindparam("now"),
     )
 )
-_CLOSE_ORPHANED = _CLOSE.where(_IS_PENDING, ~_WAITED_FOR).returning(*_RETURN)
+# ... or its run saved a checkpoint and its message is still to be answered: whichever
+# process takes the message over resumes the run, and the run meets its approval again.
+_RUN_PARKED = exists().where(
+    and_(
+        _checkpoints.c.run_id == _a.run_id,
+        _claims.c.message_id == _checkpoints.c.message_id,
+        ACTIVE,
+    )
+)
+_CLOSE_ORPHANED = _CLOSE.where(_IS_PENDING, ~_WAITED_FOR, ~_RUN_PARKED).returning(*_RETURN)
+_OF_CALL = (
+    select(_approvals)
+    .where(_a.run_id == bindparam("p_run_id"), _a.call_id == bindparam("p_call_id"))
+    .order_by(_a.created_at.desc())
+    .limit(1)
+)
+# An approved call starts once: the first to mark it runs it.
+_USE = (
+    update(_approvals)
+    .where(_ONE, _a.state == APPROVED, _a.used_at.is_(None))
+    .values(used_at=bindparam("now"))
+)
 _CLOSE_OVERDUE = _CLOSE.where(_IS_PENDING, _a.expires_at < bindparam("cutoff")).returning(*_RETURN)
 _STATES = select(_a.id, _a.state).where(_a.id.in_(bindparam("p_ids", expanding=True)))
 _PENDING = (
@@ -277,6 +306,18 @@ class ApprovalStore:
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         return await self._db.transact(_get, approval_id, write=False)
+
+    async def of_call(self, run_id: str, call_id: str) -> ApprovalRecord | None:
+        """The approval asked for this call of this run (the latest), if any: a resumed run
+        meets it again instead of asking anew."""
+        params = {"p_run_id": run_id, "p_call_id": call_id}
+        return await self._db.transact(_first, _OF_CALL, params, write=False)
+
+    async def use(self, approval_id: str) -> bool:
+        """Mark an approved call as started; False when it was already (or is not
+        approved): whichever process resumes its run, an approval runs its call once."""
+        params = {"p_id": approval_id, "now": self._clock()}
+        return bool(await self._db.transact(_rowcount, _USE, params))
 
     async def decide(
         self, approval_id: str, decision: Decision, *, actor: str, via: str | None = None
@@ -391,6 +432,15 @@ def _create(connection: Connection, values: dict[str, Any]) -> ApprovalRecord:
 
 def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> None:
     connection.execute(statement, params)
+
+
+def _first(connection: Connection, statement: Any, params: dict[str, Any]) -> ApprovalRecord | None:
+    row = connection.execute(statement, params).mappings().first()
+    return None if row is None else _record(row)
+
+
+def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:
+    return int(connection.execute(statement, params).rowcount)
 
 
 def _get(connection: Connection, approval_id: str) -> ApprovalRecord | None:

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import String, bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
+from bot.store.checkpoints import delete_checkpoint
 from bot.store.conversations import HistoryEntry, conversation_insert
 from bot.store.db import Database
 from bot.store.ledger import ACTIVE
@@ -101,6 +102,8 @@ class FinishedTurn:
     completed_message_ids: tuple[str, ...] = ()
     owner: str
     reply_message_id: str | None = None
+    # The run saved a checkpoint while it waited for a person: it ends with the run.
+    checkpointed: bool = False
 
 
 class TurnJournal:
@@ -162,6 +165,8 @@ def _finish_turn(
             ],
         )
     _INSERT_RUN.rowcount(connection, _run_row(turn, conversation_id, now))
+    if turn.checkpointed:
+        delete_checkpoint(connection, turn.run_id)
     if not turn.completed_message_ids:
         return conversation_id, 0
     ids = turn.completed_message_ids

@@ -209,6 +209,11 @@ class ApprovalRow(SQLModel, table=True):
     side_effect: str = Field(
         default="write", sa_column=Column(String, nullable=False, server_default="write")
     )
+    # When the approved call started to run: an approval lets its call run once, whichever
+    # process resumes the run (a resumed run meets its approval again).
+    used_at: float | None = Field(default=None, sa_type=Double)
+    # The engine's id of the call (unique within its run): a resumed run finds its approval.
+    call_id: str | None = Field(default=None, sa_type=String)
 
 
 class ApprovalGrantRow(SQLModel, table=True):
@@ -434,6 +439,30 @@ class UserAuthorizationRow(SQLModel, table=True):
     created_at: float = Field(sa_type=Double)
     expires_at: float = Field(sa_type=Double)
     decided_at: float | None = Field(default=None, sa_type=Double)
+
+
+class RunCheckpointRow(SQLModel, table=True):
+    """Where a run that waits for a person stands: what it needs to go on in any process.
+
+    Written when the run starts waiting (an approval, a consent, a question), replaced at
+    each later wait, deleted with the run's finish (``TurnJournal``). ``payload`` is JSON
+    sealed by ``seal`` (an HMAC the runtime checks before it resumes from it).
+    """
+
+    __tablename__ = "run_checkpoints"
+    __table_args__ = (Index("ix_run_checkpoints_message_id", "message_id", unique=True),)
+
+    run_id: str = Field(sa_type=String, primary_key=True)
+    # The message the run answers (its claim in message_claims); the ids of the messages
+    # that joined it are in the payload.
+    message_id: str = Field(sa_type=String)
+    scope_key: str = Field(sa_type=String)
+    generation: int = Field(sa_type=Integer)
+    owner: str = Field(sa_type=String)  # the process that wrote it last
+    payload: str = Field(sa_type=Text)
+    seal: str = Field(sa_type=String)
+    created_at: float = Field(sa_type=Double)
+    updated_at: float = Field(sa_type=Double)
 
 
 class QuestionRow(SQLModel, table=True):

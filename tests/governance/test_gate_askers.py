@@ -29,7 +29,7 @@ from bot.governance.cards import ApprovalCards
 from bot.governance.config import ApproverRule, GovernanceConfig
 from bot.governance.decisions import ApprovalDecisions, DecisionRequest
 from bot.governance.gate import FeishuGateHook
-from bot.governance.waits import ApprovalWaits
+from bot.governance.person_wait import PersonWaits
 from bot.store import (
     ApprovalStore,
     AuditLog,
@@ -119,7 +119,7 @@ class World:
         config = GovernanceConfig(
             admins=admins, approvers=approver_rule, approval_ttl_seconds=ttl, console_url=None
         )
-        waits = ApprovalWaits(self.approvals)
+        waits = PersonWaits(self.approvals, kind="approval")
         cards = ApprovalCards(self.client, self.approvals, config=config)
 
         async def name_of(open_id: str) -> str:
@@ -149,7 +149,10 @@ class World:
         sent = await self.client.send_message(
             "chat_id", CHAT, msg_type="text", content=json.dumps({"text": "deploy api"})
         )
-        scope = f"chat:{CHAT}:{next(_scopes)}"
+        number = next(_scopes)
+        scope = f"chat:{CHAT}:{number}"
+        # Each run its own id, as the runtime gives: an approval is found again by its run.
+        changes.setdefault("run_id", f"run_{number}")
         return Run(sent.message_id, starter, scope, list(joined), **changes)
 
     async def grant(self, run: Run, people: set[str]) -> None:

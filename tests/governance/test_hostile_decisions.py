@@ -22,7 +22,7 @@ from bot.governance.cards import ApprovalCards
 from bot.governance.config import GovernanceConfig
 from bot.governance.decisions import ApprovalDecisions, DecisionRequest
 from bot.governance.seal import ButtonSeal
-from bot.governance.waits import ApprovalWaits
+from bot.governance.person_wait import PersonWaits
 from bot.store import ApprovalStore, Database, NewApproval, OrgSettingsStore, upgrade_async
 
 from fakes.feishu_server import FakeFeishu
@@ -62,7 +62,7 @@ async def world(tmp_path) -> AsyncIterator[World]:
             config=governance,
             approvals=approvals,
             org=org,
-            waits=ApprovalWaits(approvals),
+            waits=PersonWaits(approvals, kind="approval"),
             cards=cards,
         )
         yield World(approvals, org, decisions, fake, client)

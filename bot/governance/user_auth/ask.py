@@ -38,11 +38,11 @@ from bot.store.user_authorizations import (
     UserAuthorizationStore,
 )
 
+from ..person_wait import PersonWaits
 from ..posting import post_card
 from .cards import AuthorizationCards
 from .config import UserAuthConfig
 from .consents import Consents
-from .waits import AuthorizationWaits
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class AskerParts:
     config: UserAuthConfig
     requests: UserAuthorizationStore
     cards: AuthorizationCards
-    waits: AuthorizationWaits
+    waits: PersonWaits[AuthorizationRecord]
     consents: Consents
     signer: StateSigner
     app_id: str
@@ -96,9 +96,16 @@ class ConsentAsker:
     def __init__(self, parts: AskerParts) -> None:
         self._p = parts
         self._flights: dict[tuple[str, str], _Flight] = {}
-        # Set when the process stops: a wait cut short then leaves its request pending (a
-        # consent on another replica, or after a restart, still completes it).
-        self.closing = False
+
+    @property
+    def closing(self) -> bool:
+        """Set when the process stops: a wait cut short then leaves its request pending (a
+        consent on another replica, or after a restart, still completes it)."""
+        return self._p.waits.closing
+
+    @closing.setter
+    def closing(self, value: bool) -> None:
+        self._p.waits.closing = value
 
     async def aclose(self) -> None:
         """Stop the waits still running here (``/login`` cards' included)."""

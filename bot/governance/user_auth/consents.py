@@ -22,8 +22,8 @@ from bot.store.user_authorizations import (
 )
 from bot.store.user_tokens import UserTokenStore
 
+from ..person_wait import PersonWaits
 from .cards import AuthorizationCards
-from .waits import AuthorizationWaits
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Consents:
         tokens: UserTokenStore,
         requests: UserAuthorizationStore,
         cards: AuthorizationCards,
-        waits: AuthorizationWaits,
+        waits: PersonWaits[AuthorizationRecord],
     ) -> None:
         self._tokens = tokens
         self._requests = requests

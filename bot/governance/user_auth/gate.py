@@ -20,6 +20,7 @@ from bot.engine.hooks import ToolUse
 from bot.feishu.errors import FeishuError
 from bot.store.user_authorizations import AUTHORISED, EXPIRED, REFUSED, AuthorizationRecord
 
+from ..person_wait import park
 from .ask import Asking, ConsentAsker, ConsentUnavailable
 from .asker_of import asker_of
 from .grants import UserGrants
@@ -72,6 +73,7 @@ class UserAuthorizationGate:
         wanted = [scope for scope in wanted if scope != "offline_access"]
         self._reconsent.asked(run_id, open_id)
         asking = Asking(open_id, origin.chat_id, origin.message_id, origin.thread_id)
+        await park(call, origin)  # a restart resumes the run, and asks again if need be
         live, slot = origin.live, origin.slot
         if live is not None:
             live.waiting(call.call_id)

@@ -26,9 +26,10 @@ from bot.feishu.oauth_state import StateSigner
 from bot.store.audit import AuditEntry
 from bot.store.db import Database
 from bot.store.replays import ReplayGuard
-from bot.store.user_authorizations import UserAuthorizationStore
+from bot.store.user_authorizations import AuthorizationRecord, UserAuthorizationStore
 from bot.store.user_tokens import TokenCipher, UserGrant, UserTokenStore
 
+from ..person_wait import PersonWaits
 from .ask import AskerParts, Asking, ConsentAsker, ConsentUnavailable
 from .callback import OAuthCallback
 from .cards import AuthorizationCards
@@ -38,7 +39,6 @@ from .gate import ScopesOf, UserAuthorizationGate
 from .grants import UserGrants
 from .reconsent import Reconsent
 from .source import UserTokenSource
-from .waits import AuthorizationWaits
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class UserAuth:
     grants: UserGrants
     asker: ConsentAsker
     consents: Consents
-    waits: AuthorizationWaits
+    waits: PersonWaits[AuthorizationRecord]
     source: UserTokenSource
     callback: OAuthCallback
     reconsent: Reconsent
@@ -153,7 +153,7 @@ def build_user_auth(
     requests = UserAuthorizationStore(database, clock=clock)
     oauth = FeishuOAuth(feishu, feishu_config, clock=clock)
     grants = UserGrants(tokens, oauth, margin_seconds=config.refresh_margin_seconds, clock=clock)
-    waits = AuthorizationWaits(requests)
+    waits: PersonWaits[AuthorizationRecord] = PersonWaits(requests, kind="authorisation request")
     cards = AuthorizationCards(feishu, requests, timezone=timezone)
     consents = Consents(tokens=tokens, requests=requests, cards=cards, waits=waits)
     signer = StateSigner(config.state_secret)
