@@ -196,6 +196,9 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     # Firings still running are left to their leases: a restart or a replica takes them
     # over (their header message is posted once: it carries the due time's uuid).
     await services.scheduled_runs.close()
+    # Runs waiting for a person stay waiting: their approvals stay pending, their cards as
+    # they are, and the process that takes their messages over resumes them.
+    services.governance.waits.closing = True
     if services.user_auth is not None:
         # Requests still open stay open: a consent on any replica completes them later.
         services.user_auth.asker.closing = True

@@ -52,6 +52,7 @@ from bot.runtime.intake import EventIntake, InFlight
 from bot.runtime.logins import Logins
 from bot.runtime.media import MediaReader, Transcribe
 from bot.runtime.messages import MessageHandler
+from bot.runtime.parking import Checkpoints, CheckpointSeal, checkpoint_key
 from bot.runtime.replies import ReplySender
 from bot.runtime.run_events import RunEventHub
 from bot.runtime.schedule_cards import ScheduleCards
@@ -62,6 +63,7 @@ from bot.runtime.turns import TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,
+    CheckpointStore,
     ConversationStore,
     Database,
     MessageLedger,
@@ -588,6 +590,11 @@ def _turn_runner(
             base.feishu, settings.media(), base.image_text, readers, transcribe=base.transcribe
         ),
         model_deadline_seconds=settings.larkgate_turn_deadline_seconds,
+        checkpoints=Checkpoints(
+            store=CheckpointStore(base.database, clock=base.clock),
+            seal=CheckpointSeal(checkpoint_key(settings.governance().button_key)),
+            close_waits=governance.sweeper.close_run,
+        ),
     )
 
 
@@ -625,6 +632,7 @@ def _message_handler(
         admin_help=admin_help,
         schedules=schedules,
         logins=Logins(tools.user_auth, tools.login_scopes) if tools.user_auth else None,
+        checkpoints=turns.checkpoints.store if turns.checkpoints is not None else None,
     )
 
 

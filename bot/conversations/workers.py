@@ -42,6 +42,9 @@ class Job:
     # Who sent it ("" when unknown): a run that others' messages joined may not act as its
     # starter (per-user authorisation).
     sender: str = ""
+    # False for a run of its own whatever is running (a saved run resumed): it never
+    # joins the run in progress as one of its messages, and is never refused for room.
+    joins: bool = True
 
 
 @dataclass(slots=True)
@@ -197,10 +200,16 @@ class ConversationWorkers:
         lane = self._lanes.setdefault(job.key, _Lane())
         # Only when nothing waits: a message joining ahead of older waiting ones would
         # be answered before them.
-        if lane.turn is not None and not lane.queue and lane.turn.join(job, self._join_limits):
+        if (
+            job.joins
+            and lane.turn is not None
+            and not lane.queue
+            and lane.turn.join(job, self._join_limits)
+        ):
             return "joined"
         busy = lane.turn is not None or bool(lane.queue)  # an idle conversation always starts
-        if busy and self._max_waiting is not None and len(lane.queue) >= self._max_waiting:
+        full = self._max_waiting is not None and len(lane.queue) >= self._max_waiting
+        if busy and full and job.joins:
             return "refused"
         lane.queue.append(job)
         if lane.task is None or lane.task.done():

@@ -116,6 +116,22 @@ class _Card:
     recent_ops: deque[float] = field(default_factory=deque)
 
 
+@dataclass(frozen=True, slots=True)
+class CardAnchor:
+    """Where a live card stands, for a process that goes on with it (``LiveReply.adopt``):
+    a run that waited for a person and is resumed elsewhere answers on the card it began."""
+
+    card_id: str
+    message_id: str
+    sequence: int
+    with_steps: bool
+
+
+# Operations the card may have had after its anchor was taken (the waiting mark, a frame
+# in flight): a resumed writer starts above them, as Feishu wants each sequence higher.
+ADOPTED_SEQUENCE_MARGIN = 100
+
+
 @dataclass(slots=True)
 class ReplyOutcome:
     mode: Mode
@@ -184,6 +200,37 @@ class LiveReply:
             return
         self._open_now = True
         self.touch(urgent=True)
+
+    def anchor(self) -> CardAnchor | None:
+        """The first card, once it is a CardKit card in the chat and the only one (None
+        otherwise: a resumed run then answers in a card of its own)."""
+        if self.mode != "cardkit" or len(self._cards) != 1 or not self._cards[0].message_id:
+            return None
+        card = self._cards[0]
+        return CardAnchor(card.card_id, card.message_id, card.sequence, card.with_steps)
+
+    def adopt(self, anchor: CardAnchor) -> None:
+        """Go on with a card an earlier process posted for this message (see ``anchor``).
+        Feishu refusing it later (streaming closed, the edit window over) makes the writer
+        continue in a new card, as for any card."""
+        if self._cards:
+            raise RuntimeError("adopt() is for a writer that has shown nothing yet")
+        self._cards.append(
+            _Card(
+                0,
+                0,
+                card_id=anchor.card_id,
+                message_id=anchor.message_id,
+                sequence=anchor.sequence + ADOPTED_SEQUENCE_MARGIN,
+                with_steps=anchor.with_steps,
+            )
+        )
+        self._open_now = True
+
+    def leave(self) -> None:
+        """Stop writing, leaving the card as it is (another process goes on with it)."""
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
 
     @property
     def opened(self) -> bool:

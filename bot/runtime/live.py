@@ -11,7 +11,7 @@ Hooks that make a tool wait (approvals) call ``waiting(call_id)`` so the card sa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bot.engine import (
     AnswerEvent,
@@ -19,6 +19,7 @@ from bot.engine import (
     PhaseEvent,
     PlanStepEvent,
     RunEvent,
+    Step,
     StepEvent,
 )
 from bot.feishu.card_writer import LiveReply
@@ -39,6 +40,9 @@ class LiveAnswer:
         # Told of each piece of answer text the card shows (the run event hub's ``answer``);
         # set once the run's event stream is open, which may be after the card went up.
         self.on_answer = on_answer
+        # The run was saved while it waited for a person (``parking.py``): the process that
+        # resumes it goes on with this card, so a stop here leaves it as it is.
+        self.parked = False
 
     @property
     def started(self) -> bool:
@@ -58,6 +62,18 @@ class LiveAnswer:
             return
         self.stopped(notice)
         await self.reply.finish()
+
+    def restore(self, steps: Sequence[Step]) -> None:
+        """A resumed run's card: the steps it had finished before it was saved (the calls
+        it goes on with show again as they start)."""
+        view = self.reply.view
+        for step in steps:
+            arguments = json.dumps(dict(step.arguments), ensure_ascii=False, default=str)
+            line = StepLine(step.call_id, step.tool, preview(arguments))
+            line.state = _STATES.get(step.status, "error")
+            line.result = preview(step.observation)
+            view.steps.append(line)
+        self.parked = True
 
     def on_event(self, event: RunEvent) -> None:
         view = self.reply.view

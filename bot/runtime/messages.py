@@ -19,7 +19,7 @@ from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
 from bot.governance.admin import AdminCommands, AdminReply
-from bot.store import Claim, ConversationStore, MessageLedger
+from bot.store import CheckpointStore, Claim, ConversationStore, MessageLedger, StoredCheckpoint
 
 from . import texts
 from .admission import Admission, Closed, Entry
@@ -76,7 +76,11 @@ class MessageHandler:
         waiting: WaitingMedia | None = None,
         schedules: ScheduleCards | None = None,
         logins: Logins | None = None,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
+        # Runs saved while they waited for a person, found again when their message is
+        # taken over (None: runs are not saved).
+        self._checkpoints = checkpoints
         # /login and /logout (None: per-user authorisation is off).
         self._logins = logins
         # /schedules: the card of the sender's scheduled tasks (None: not enabled).
@@ -108,7 +112,15 @@ class MessageHandler:
             logger.warning("dropping message %s: %s", claim.message_id, parsed.reason)
             await self._drop(claim.message_id, parsed.reason)
             return
+        # A message taken over from a process that stopped or died may have a run that was
+        # saved while it waited for a person: that run goes on, not a new one.
+        parked = None
+        if claim.outcome == "taken_over" and self._checkpoints is not None:
+            parked = await self._checkpoints.for_message(claim.message_id)
         ignored = await self._ignore_reason(parsed)
+        if parked is not None:
+            self._resume(parsed, parked, refused=ignored is not None)
+            return
         if ignored is not None:
             if ignored == NOT_MENTIONED and self._waiting.keep(parsed):
                 ignored += "; its files wait for the sender's question"
@@ -158,6 +170,22 @@ class MessageHandler:
         logger.info("message %s %s conversation %s", parsed.message_id, outcome, key)
         if outcome == "refused":
             await self._notice(parsed, CONVERSATION_FULL)
+
+    def _resume(self, message: InboundMessage, parked: StoredCheckpoint, *, refused: bool) -> None:
+        """Go on with the saved run in its conversation's lane; a chat the bot no longer
+        answers in ends it, saying so on its card."""
+        notice = texts.NOT_ALLOWED_ANY_MORE if refused else None
+        run = self._turns.resumer_for(message, parked.scope_key, parked, notice=notice)
+        job = Job(
+            parked.scope_key,
+            message.message_id,
+            message.text,
+            run=run,
+            sender=message.sender_open_id,
+            joins=False,
+        )
+        outcome = self._workers.submit(job)
+        logger.info("message %s: saved run %s %s", message.message_id, parked.run_id, outcome)
 
     async def _ignore_reason(self, message: InboundMessage) -> str | None:
         if message.sender_type != "user":

@@ -34,6 +34,20 @@ STOPPED_CARD = "_Stopped._"
 INTERRUPTED_CARD = "_Interrupted._"  # the turn failed or the bot shut down mid-answer
 NOTHING_TO_STOP = "Nothing is running right now."
 RESET = "Started a new conversation: earlier messages are forgotten."
+# A run saved while it waited for a person, and that does not go on (``parking.py``).
+RESET_WHILE_WAITING = (
+    "_This request did not go on: the conversation was reset (`/reset`) while it waited. "
+    "Ask again if you still need it._"
+)
+NOT_ALLOWED_ANY_MORE = (
+    "_This request did not go on: the bot no longer answers in this chat (it was taken "
+    "off the allowed chats while the request waited)._"
+)
+
+
+def cannot_resume(why: str) -> str:
+    return f"_This request could not go on after the bot restarted: {why}. Please ask again._"
+
 
 LOGIN_OFF = (
     "Acting as you is not enabled here: no tool uses your own Feishu account. (An admin "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from bot.agent_config import RunMode
 from bot.askers import Askers
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, ChatAgent, RunEvent, Usage, model_deadline
+from bot.engine import AgentResult, ChatAgent, ReActAgent, RunEvent, Usage, model_deadline
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
@@ -29,6 +29,7 @@ from bot.store import (
     HistoryEntry,
     LoadedConversation,
     MessageLedger,
+    StoredCheckpoint,
     TurnJournal,
 )
 from bot.turn_context import TurnContext
@@ -37,6 +38,14 @@ from . import texts
 from .intake import InFlight
 from .live import LiveAnswer
 from .media import MediaReader
+from .parking import (
+    Checkpoints,
+    JoinedMessage,
+    TurnFacts,
+    TurnParking,
+    UnusableCheckpoint,
+    decode,
+)
 from .questions import Question, build_question, problems_text
 from .run_events import RunEventHub, RunPublisher
 
@@ -74,7 +83,11 @@ class TurnRunner:
         events: RunEventHub | None = None,
         media: MediaReader | None = None,
         model_deadline_seconds: float | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
+        # Where runs that wait for a person are saved, to be resumed by any process (None:
+        # such a run waits in this process only, and a restart starts it over).
+        self._checkpoints = checkpoints
         # How long a turn keeps trying a model that fails (LARKGATE_TURN_DEADLINE_SECONDS):
         # one deadline for every model call of the turn, its retries included.
         self._model_deadline = model_deadline_seconds
@@ -94,6 +107,10 @@ class TurnRunner:
         self._owner = owner
         self._history_messages = history_messages
 
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        return self._checkpoints
+
     def runner_for(
         self,
         message: InboundMessage,
@@ -111,16 +128,49 @@ class TurnRunner:
         this question must run in (``/plan``), else the configured one."""
         extras = _Extras(tuple(earlier), scheduled_task, mode)
 
+        def body(
+            turn: Turn, opened: list[RunPublisher], cards: list[LiveAnswer]
+        ) -> Awaitable[str | None]:
+            return self._run(turn, message, key, opened, cards, extras)
+
+        return self._guarded(message, body, on_status)
+
+    def resumer_for(
+        self,
+        message: InboundMessage,
+        key: str,
+        stored: StoredCheckpoint,
+        *,
+        notice: str | None = None,
+        on_status: Callable[[str | None], None] | None = None,
+    ) -> Callable[[Turn], Awaitable[None]]:
+        """The job that goes on with a run another process saved while it waited for a
+        person (``parking.py``), from ``stored``, its checkpoint; with ``notice``, the job
+        that ends it instead, its card saying ``notice``."""
+
+        def body(
+            turn: Turn, opened: list[RunPublisher], cards: list[LiveAnswer]
+        ) -> Awaitable[str | None]:
+            return self._resume(turn, message, key, stored, opened, cards, notice)
+
+        return self._guarded(message, body, on_status)
+
+    def _guarded(
+        self,
+        message: InboundMessage,
+        body: Callable[[Turn, list[RunPublisher], list[LiveAnswer]], Awaitable[str | None]],
+        on_status: Callable[[str | None], None] | None,
+    ) -> Callable[[Turn], Awaitable[None]]:
         async def run(turn: Turn) -> None:
             began = time.monotonic()
             opened: list[RunPublisher] = []  # the run's event stream, once it started
             cards: list[LiveAnswer] = []  # the turn's card, once it was posted
             status: str | None = "failed"
-            # The ids _run binds label every line of the turn, and only of this turn; every
+            # The ids the run binds label every line of the turn, and only of this turn; every
             # model call of the turn shares its one deadline.
             with log_scope(), model_deadline(self._model_deadline):
                 try:
-                    status = await self._run(turn, message, key, opened, cards, extras)
+                    status = await body(turn, opened, cards)
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
@@ -193,36 +243,177 @@ class TurnRunner:
         live.on_answer = events.answer
         if question.problems:  # what could not be read is said first, whatever follows
             live.add_answer(problems_text(question.problems) + "\n\n")
-        answer: str | None
-        outcome: ReplyOutcome | None
         if not question.answerable:
             turn.close()
             result = _nothing_to_run(run_id, start.model)
             answer, outcome = live.reply.view.answer.strip(), await live.reply.finish()
-        else:
-            result = await agent.run(
-                question.query,
-                history=question.history,
-                images=question.images,
-                interrupt_queue=turn.interrupts,
-                on_event=_fan_out(events.on_event, live.on_event),
-                deps=_turn_context(message, start, live, turn, extras.scheduled_task),
-                run_id=run_id,
+            finished = _finished_turn(
+                turn, message, question, start, result, answer, outcome, self._owner
             )
-            # The agent reads no more interrupts: later messages start the next turn.
-            turn.close()
-            # Those it answered: the messages it never read went back to the queue.
-            askers = Askers.of(message.sender_open_id, turn.joined_senders())
-            answer, outcome = await self._answer(
-                message, askers, agent, question, result, live, start
-            )
-        finished = _finished_turn(
-            turn, message, question, start, result, answer, outcome, self._owner
+            await self._record(finished, result, events)
+            return result.status
+        parking = None
+        if not extras.scheduled_task:  # a scheduled run has no claim to be taken over by
+            parking = self._parking(turn, live, _facts(message, start, question.remembered))
+        result = await agent.run(
+            question.query,
+            history=question.history,
+            images=question.images,
+            interrupt_queue=turn.interrupts,
+            on_event=_fan_out(events.on_event, live.on_event),
+            deps=_turn_context(message, start, live, turn, extras.scheduled_task, parking),
+            run_id=run_id,
         )
-        if extras.scheduled_task:  # its message is our own header: no claim to complete
+        ran = _Ran(agent, question, start, result, live, events, parking)
+        return await self._conclude(turn, message, ran, scheduled=bool(extras.scheduled_task))
+
+    async def _conclude(
+        self, turn: Turn, message: InboundMessage, ran: _Ran, *, scheduled: bool = False
+    ) -> str:
+        """After the run: the answer on the card, then the turn on record."""
+        # The agent reads no more interrupts: later messages start the next turn.
+        turn.close()
+        # Those it answered: the messages it never read went back to the queue.
+        joined_before = ran.parking.joined_before if ran.parking is not None else ()
+        askers = Askers.of(
+            message.sender_open_id,
+            tuple(j.sender for j in joined_before) + turn.joined_senders(),
+        )
+        answer, outcome = await self._answer(
+            message, askers, ran.agent, ran.question, ran.result, ran.live, ran.start
+        )
+        finished = _finished_turn(
+            turn,
+            message,
+            ran.question,
+            ran.start,
+            ran.result,
+            answer,
+            outcome,
+            self._owner,
+            joined_before=joined_before,
+        )
+        if scheduled:  # its message is our own header: no claim to complete
             finished = replace(finished, completed_message_ids=())
-        await self._record(finished, result, events)
-        return result.status
+        if ran.parking is not None and ran.parking.saved:
+            settled = ran.parking.settled
+            finished = replace(
+                finished,
+                checkpointed=True,
+                completed_message_ids=tuple(
+                    i for i in finished.completed_message_ids if i not in settled
+                ),
+            )
+        await self._record(finished, ran.result, ran.events)
+        return ran.result.status
+
+    def _parking(self, turn: Turn, live: LiveAnswer, facts: TurnFacts) -> TurnParking | None:
+        if self._checkpoints is None:
+            return None
+        return TurnParking(
+            store=self._checkpoints.store,
+            seal=self._checkpoints.seal,
+            owner=self._owner,
+            facts=facts,
+            turn=turn,
+            live=live,
+        )
+
+    async def _resume(
+        self,
+        turn: Turn,
+        message: InboundMessage,
+        key: str,
+        stored: StoredCheckpoint,
+        opened: list[RunPublisher],
+        cards: list[LiveAnswer],
+        notice: str | None,
+    ) -> str | None:
+        """Go on with a saved run (see ``resumer_for``); its status."""
+        assert self._checkpoints is not None, "resumed runs need checkpoints"
+        bind_log_context(conversation=key, run=stored.run_id, message=message.message_id)
+        live = LiveAnswer(self._live_reply(message))
+        cards.append(live)
+        try:
+            parked = decode(stored, self._checkpoints.seal)
+        except UnusableCheckpoint as exc:
+            return await self._abandon(turn, message, stored, live, texts.cannot_resume(str(exc)))
+        if parked.card is not None:
+            live.reply.adopt(parked.card)  # the same card, where Feishu still lets us
+        live.restore(parked.engine.steps)
+        live.show_at_once()
+        if notice is not None:
+            return await self._abandon(turn, message, stored, live, notice)
+        if turn.stopped_before_start:
+            return await self._abandon(turn, message, stored, live, texts.STOPPED_CARD)
+        loaded = await self._conversations.load(key, history_limit=self._history_messages)
+        if loaded.generation != parked.generation:
+            return await self._abandon(turn, message, stored, live, texts.RESET_WHILE_WAITING)
+        agent = await self._agent_factory("react")  # only a ReAct run is saved (not a plan)
+        if not isinstance(agent, ReActAgent):
+            return await self._abandon(turn, message, stored, live, texts.cannot_resume("no agent"))
+        start = _Started(parked.run_id, key, parked.started_at, loaded, parked.model)
+        events = self._events.open(
+            parked.run_id,
+            conversation_id=loaded.conversation_id,
+            scope_key=key,
+            message_id=message.message_id,
+            model=start.model,
+            started_at=start.started_at,
+        )
+        opened.append(events)
+        live.on_answer = events.answer
+        facts = _facts(message, start, parked.remembered, joined_before=parked.joined)
+        parking = self._parking(turn, live, facts)
+        if parking is not None:
+            parking.saved = True  # its checkpoint is in the database: the finish deletes it
+        logger.info("resuming run %s, saved by %s", parked.run_id, stored.owner)
+        result = await agent.resume(
+            parked.engine,
+            interrupt_queue=turn.interrupts,
+            on_event=_fan_out(events.on_event, live.on_event),
+            deps=_turn_context(message, start, live, turn, "", parking),
+        )
+        question = Question(parked.engine.query, [], remembered=parked.remembered)
+        ran = _Ran(agent, question, start, result, live, events, parking)
+        return await self._conclude(turn, message, ran)
+
+    async def _abandon(
+        self,
+        turn: Turn,
+        message: InboundMessage,
+        stored: StoredCheckpoint,
+        live: LiveAnswer,
+        notice: str,
+    ) -> str:
+        """A saved run that cannot go on: its card says why, what it waited for is closed,
+        and its message is done (never silently)."""
+        assert self._checkpoints is not None
+        logger.warning("run %s not resumed: %s", stored.run_id, notice)
+        turn.close()
+        try:
+            await self._checkpoints.abandoned(stored.run_id, notice)
+        except Exception:
+            logger.exception("closing what run %s waited for failed", stored.run_id)
+        live.show_at_once()
+        await live.end_unanswered(notice)
+        finished = FinishedTurn(
+            scope_key=stored.scope_key,
+            generation=stored.generation,
+            run_id=stored.run_id,
+            message_id=message.message_id,
+            status="cancelled",
+            model="",
+            error=notice,
+            started_at=stored.created_at,
+            completed_message_ids=tuple(job.message_id for job in (turn.job, *turn.joined)),
+            owner=self._owner,
+            checkpointed=True,
+        )
+        await self._journal.finish_turn(finished)
+        for message_id in finished.completed_message_ids:
+            self._in_flight.done(message_id)
+        return "cancelled"
 
     async def _record(
         self, finished: FinishedTurn, result: AgentResult, events: RunPublisher
@@ -309,6 +500,9 @@ async def _end_cards(cards: list[LiveAnswer]) -> None:
     """A turn that raised or was cancelled leaves no card stuck on "Thinking…": it says it
     was interrupted and stops streaming (bounded: shutdown must not wait on Feishu)."""
     for live in cards:
+        if live.parked:  # the run's next process goes on with this card
+            live.reply.leave()
+            continue
         try:
             await asyncio.wait_for(live.end_unanswered(texts.INTERRUPTED_CARD), CARD_END_SECONDS)
         except Exception:
@@ -387,7 +581,16 @@ def _turn_context(
     live: LiveAnswer,
     turn: Turn,
     scheduled_task: str,
+    parking: TurnParking | None,
 ) -> TurnContext:
+    earlier = parking.joined_before if parking is not None else ()
+    joined: Callable[[], tuple[str, ...]] = turn.joined_senders
+    if earlier:
+        before = tuple(j.sender for j in earlier)
+
+        def joined() -> tuple[str, ...]:
+            return before + turn.joined_senders()
+
     return TurnContext(
         run_id=start.run_id,
         conversation_id=start.loaded.conversation_id,
@@ -401,7 +604,8 @@ def _turn_context(
         live=live,
         slot=turn.slot,
         scheduled_task=scheduled_task,
-        joined_senders=turn.joined_senders,
+        joined_senders=joined,
+        parking=parking,
     )
 
 
@@ -414,9 +618,13 @@ def _finished_turn(
     answer: str | None,
     outcome: ReplyOutcome | None,
     owner: str,
+    *,
+    joined_before: Sequence[JoinedMessage] = (),
 ) -> FinishedTurn:
-    """The turn as the journal records it: its messages, its answer and its run."""
+    """The turn as the journal records it: its messages, its answer and its run.
+    ``joined_before``: messages that joined a resumed run in the process that saved it."""
     entries = [HistoryEntry("user", question.remembered, message.message_id)]
+    entries += [HistoryEntry("user", j.text, j.message_id) for j in joined_before]
     entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
     if answer:
         entries.append(HistoryEntry("assistant", answer))
@@ -443,6 +651,43 @@ def _finished_turn(
         owner=owner,
         reply_message_id=reply_ids[0] if reply_ids else None,
     )
+
+
+def _facts(
+    message: InboundMessage,
+    start: _Started,
+    remembered: str,
+    *,
+    joined_before: tuple[JoinedMessage, ...] = (),
+) -> TurnFacts:
+    return TurnFacts(
+        run_id=start.run_id,
+        message_id=message.message_id,
+        scope_key=start.key,
+        generation=start.loaded.generation,
+        conversation_id=start.loaded.conversation_id,
+        chat_id=message.chat_id,
+        chat_type=message.chat_type,
+        sender_open_id=message.sender_open_id,
+        thread_id=message.thread_id,
+        remembered=remembered,
+        started_at=start.started_at,
+        model=start.model,
+        joined_before=joined_before,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """A run that ended, and what its turn concludes it with."""
+
+    agent: ChatAgent
+    question: Question
+    start: _Started
+    result: AgentResult
+    live: LiveAnswer
+    events: RunPublisher
+    parking: TurnParking | None
 
 
 def _nothing_to_run(run_id: str, model: str) -> AgentResult:
