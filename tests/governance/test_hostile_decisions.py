@@ -21,8 +21,8 @@ from bot.feishu.client import FeishuClient
 from bot.governance.cards import ApprovalCards
 from bot.governance.config import GovernanceConfig
 from bot.governance.decisions import ApprovalDecisions, DecisionRequest
-from bot.governance.seal import ButtonSeal
 from bot.governance.person_wait import PersonWaits
+from bot.governance.seal import ButtonSeal
 from bot.store import ApprovalStore, Database, NewApproval, OrgSettingsStore, upgrade_async
 
 from fakes.feishu_server import FakeFeishu
