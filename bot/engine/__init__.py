@@ -52,6 +52,7 @@ from .hooks import (
     RunContext,
     ToolUse,
     current_run,
+    current_tool_use,
 )
 from .interrupts import InterruptQueue
 from .json_extract import extract_json
@@ -141,6 +142,7 @@ __all__ = [
     "Verdict",
     "choose_mode",
     "current_run",
+    "current_tool_use",
     "estimate_tokens",
     "extract_json",
     "model_deadline",

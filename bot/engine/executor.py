@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .deadlines import ToolDeadlines
 from .events import EventSink, StepEvent, StepStatus
-from .hooks import _CURRENT_RUN, HookChain, RunContext, ToolUse
+from .hooks import _CURRENT_RUN, _CURRENT_USE, HookChain, RunContext, ToolUse
 from .messages import ToolCall
 from .result import Step
 from .tools import Artifact, ToolArgumentsError, ToolError, ToolRegistry
@@ -217,6 +217,7 @@ class ToolExecutor:
         limit = tool.timeout or self.limits.default_timeout
         deadline = self.deadlines.start(limit)
         token = _CURRENT_RUN.set(use.run)
+        use_token = _CURRENT_USE.set(use)
         try:
             output = await tool.handler(**use.arguments)
         except asyncio.CancelledError:
@@ -231,6 +232,7 @@ class ToolExecutor:
         except Exception as exc:  # a broken tool is an observation, not a crash
             return self._failure(tool.name, exc)
         finally:
+            _CURRENT_USE.reset(use_token)
             _CURRENT_RUN.reset(token)
             deadline.close()
         observation, artifacts = render_output(tool.name, output)

@@ -74,6 +74,16 @@ def current_run() -> RunContext[Any] | None:
     return _CURRENT_RUN.get()
 
 
+# The call a tool's handler serves, while it runs: a tool that waits for a person
+# (``ask_user``) finds its call id and the run's checkpoint through it, as hooks do.
+_CURRENT_USE: ContextVar[ToolUse | None] = ContextVar("larkgate_current_use", default=None)
+
+
+def current_tool_use() -> ToolUse | None:
+    """The :class:`ToolUse` whose handler is running, or None outside one."""
+    return _CURRENT_USE.get()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolUse:
     """A tool call as hooks see it."""
