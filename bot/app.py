@@ -178,6 +178,7 @@ def _start_chores(services: Services, dedup_retention_hours: int) -> list[asynci
         "keep-leases": intake.keep_leases(),
         "purge-claims": intake.purge(dedup_retention_hours),
         "approval-decisions": governance.waits.watch(),
+        "question-answers": services.questions.waits.watch(),
         "approval-sweeper": governance.sweeper.run(),
         "purge-usage": governance.budgets.purge_forever(),
         "purge-replays": _purge_replays(governance),
@@ -199,6 +200,7 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
     # Runs waiting for a person stay waiting: their approvals stay pending, their cards as
     # they are, and the process that takes their messages over resumes them.
     services.governance.waits.closing = True
+    services.questions.waits.closing = True
     if services.user_auth is not None:
         # Requests still open stay open: a consent on any replica completes them later.
         services.user_auth.asker.closing = True

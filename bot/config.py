@@ -125,6 +125,8 @@ class Settings(BaseSettings):
     larkgate_host: str = "0.0.0.0"
     larkgate_port: int = Field(default=8000, ge=1, le=65535)
     larkgate_approval_ttl_seconds: int = Field(default=600, ge=1)
+    # How long ask_user's question waits for its answer before the model hears nobody answered.
+    larkgate_question_ttl_seconds: int = Field(default=600, ge=1)
     larkgate_console_token: SecretStr = SecretStr("")
     # The bot's public base URL (e.g. https://bot.example.com): links on cards to the web
     # console, and the OAuth callback's address.

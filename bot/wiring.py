@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.askers import Askers
@@ -34,8 +34,11 @@ from bot.engine.probed_llm import STARTUP_WAIT, ProbedLLM
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
+from bot.feishu.question_card import QUESTION_ACTION
 from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.names import UserNames
+from bot.governance.person_wait import PersonWaits
+from bot.governance.questions import Questions
 from bot.governance.seal import ButtonSeal
 from bot.governance.service import Governance, build_governance
 from bot.governance.user_auth.service import UserAuth, build_user_auth
@@ -74,6 +77,7 @@ from bot.store.api_calls import ApiCallLedger
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
+from bot.store.questions import QuestionStore
 from bot.store.replays import ReplayGuard
 from bot.store.schedules import ScheduleStore
 from bot.timezones import time_zone
@@ -124,6 +128,7 @@ class Services:
     schedules: ScheduleStore
     scheduled_runs: ScheduledRuns
     readers: ReaderPool  # the processes that read files people send
+    questions: Questions  # ask_user's questions and the calls waiting for their answers
     # Per-user authorisation (None: LARKGATE_TOKEN_KEY is not set).
     user_auth: UserAuth | None = None
 
@@ -174,6 +179,7 @@ class _Tools:
     schedule_config: SchedulerConfig
     # Set when a task is created, so the scheduler looks again at once.
     schedule_wake: asyncio.Event
+    questions: Questions
     # Per-user authorisation (None: off), and what /login asks for (every user tool's scopes).
     user_auth: UserAuth | None = None
     login_scopes: tuple[str, ...] = ()
@@ -325,7 +331,21 @@ async def _governed_tools(
     # The tools that act as the asker stay offered without per-user authorisation: each
     # then says what an admin must set, where otherwise the model would answer "my
     # calendar" from the bot's own calendar as if it were the asker's.
-    registry = ToolRegistry([*hub.registry, *schedule_tools.tools(), *overrides.tools])
+    question_store = QuestionStore(base.database, clock=base.clock)
+    questions = Questions(
+        store=question_store,
+        waits=PersonWaits(question_store, kind="question"),
+        feishu=base.feishu,
+        seal=ButtonSeal(settings.governance().button_key),
+        owner=base.owner,
+        ttl_seconds=float(settings.larkgate_question_ttl_seconds),
+        name_of=names.name,
+        timezone=settings.larkgate_timezone,
+        clock=base.clock,
+    )
+    registry = ToolRegistry(
+        [*hub.registry, *schedule_tools.tools(), questions.tool(), *overrides.tools]
+    )
     governance = build_governance(
         settings.governance(),
         database=base.database,
@@ -361,6 +381,7 @@ async def _governed_tools(
         schedules=schedules,
         schedule_config=schedule_config,
         schedule_wake=wake,
+        questions=questions,
         user_auth=user_auth,
         login_scopes=tuple(sorted({s for scopes in user_scopes.values() for s in scopes})),
     )
@@ -460,6 +481,7 @@ def _message_path(
         schedules=tools.schedules,
         scheduled_runs=scheduled_runs,
         readers=readers,
+        questions=tools.questions,
         user_auth=tools.user_auth,
     )
 
@@ -499,6 +521,7 @@ def _schedules(
         seal=ButtonSeal(settings.governance().button_key),
     )
     tools.governance.card_actions.register(SCHEDULE_ACTION, cards.click)
+    tools.governance.card_actions.register(QUESTION_ACTION, tools.questions.on_click)
     return runs, cards
 
 
@@ -593,9 +616,22 @@ def _turn_runner(
         checkpoints=Checkpoints(
             store=CheckpointStore(base.database, clock=base.clock),
             seal=CheckpointSeal(checkpoint_key(settings.governance().button_key)),
-            close_waits=governance.sweeper.close_run,
+            close_waits=_closer(governance.sweeper.close_run, tools.questions.close_run),
         ),
     )
+
+
+def _closer(
+    close_approvals: Callable[[str, str], Awaitable[None]],
+    close_questions: Callable[[str, str], Awaitable[None]],
+) -> Callable[[str, str], Awaitable[None]]:
+    """What a saved run that will not go on waited for, closed: approvals and questions."""
+
+    async def close(run_id: str, note: str) -> None:
+        await close_approvals(run_id, note)
+        await close_questions(run_id, note)
+
+    return close
 
 
 def _message_handler(

@@ -78,6 +78,15 @@ class CardActions:
             raise ValueError(f"card action {kind!r} is taken")
         self._others[kind] = handler
 
+    def swap(self, kind: str, handler: ClickHandler) -> ClickHandler:
+        """Put ``handler`` in place of the one registered for ``kind`` (which it may wrap);
+        returns that one. Approval and admin clicks cannot be swapped."""
+        previous = self._others.get(kind)
+        if previous is None:
+            raise ValueError(f"no card action {kind!r} to swap")
+        self._others[kind] = handler
+        return previous
+
     async def __call__(self, action: CardAction) -> dict[str, Any]:
         if not await self._replays.first_sighting(
             _replay_key(action), remember_seconds=self._replay_window

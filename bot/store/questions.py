@@ -197,6 +197,10 @@ _PENDING_OF_SCOPE = (
     .order_by(_c.created_at, _c.id)
 )
 
+_PENDING_OF_RUN = (
+    select(_t).where(_c.run_id == bindparam("p_run_id"), _IS_PENDING).order_by(_c.created_at)
+)
+
 
 class QuestionStore:
     """Creates questions, records their one transition, and finds them again."""
@@ -280,6 +284,10 @@ class QuestionStore:
         ``/reset`` cancel them)."""
         return await self._db.transact(_pending_for_scope, scope_key, write=False)
 
+    async def pending_of_run(self, run_id: str) -> list[QuestionRecord]:
+        """A run's questions still waiting (a saved run that will not go on closes them)."""
+        return await self._db.transact(_pending_of_run, run_id, write=False)
+
 
 # The transactions, run by `Database.transact` with a synchronous connection.
 
@@ -361,4 +369,9 @@ def _find(connection: Connection, run_id: str, call_id: str) -> QuestionRecord |
 
 def _pending_for_scope(connection: Connection, scope_key: str) -> list[QuestionRecord]:
     rows = connection.execute(_PENDING_OF_SCOPE, {"p_scope_key": scope_key}).mappings()
+    return [_record(row) for row in rows]
+
+
+def _pending_of_run(connection: Connection, run_id: str) -> list[QuestionRecord]:
+    rows = connection.execute(_PENDING_OF_RUN, {"p_run_id": run_id}).mappings()
     return [_record(row) for row in rows]

@@ -1,4 +1,4 @@
-"""Question cards over the wire, before ``ask_user`` is wired into the run: a desk that
+"""Question cards over the wire, without a run that asks: a desk that
 posts a question card as a running bot (its own Feishu client, so the card lands in the
 emulator as the bot's), takes the card's clicks from the bot's own card route (registered
 as the ``"question"`` card action) and answers them with the card as answered.
@@ -36,7 +36,9 @@ class QuestionDesk:
     views: dict[str, QuestionCardView] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.services.governance.card_actions.register(QUESTION_ACTION, self._click)
+        # In place of ask_user's own handler: this desk's cards are its own, not questions
+        # of a run, and the tests read the clicks as the bot parsed them.
+        self.services.governance.card_actions.swap(QUESTION_ACTION, self._click)
 
     async def ask(
         self, chat_id: str, question: str, *, asker: str, options: tuple[str, ...] = ()
