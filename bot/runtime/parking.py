@@ -91,13 +91,16 @@ class CheckpointSeal:
     def sign(
         self, *, run_id: str, message_id: str, scope_key: str, generation: int, payload: str
     ) -> str:
-        routed = json.dumps([run_id, message_id, scope_key, generation], ensure_ascii=False)
+        routed = json.dumps([run_id, message_id, scope_key, generation], ensure_ascii=True)
         mac = hmac.new(self._key, routed.encode(), hashlib.sha256)
         mac.update(b"\0")
-        mac.update(payload.encode())
+        # Whatever text the database gives back (lone surrogates included) has a digest.
+        mac.update(payload.encode("utf-8", "surrogatepass"))
         return mac.hexdigest()
 
     def verify(self, stored: StoredCheckpoint) -> bool:
+        if not stored.seal.isascii():  # a hex digest never is anything else
+            return False
         expected = self.sign(
             run_id=stored.run_id,
             message_id=stored.message_id,
@@ -162,7 +165,7 @@ def decode(stored: StoredCheckpoint, seal: CheckpointSeal) -> ParkedTurn:
             else CardAnchor(_str(card[0]), _str(card[1]), int(card[2]), bool(card[3])),
             engine=engine,
         )
-    except (CheckpointError, KeyError, TypeError, ValueError) as exc:
+    except (CheckpointError, KeyError, TypeError, ValueError, RecursionError) as exc:
         raise UnusableCheckpoint(f"its saved state could not be read ({exc})") from exc
 
 

@@ -158,3 +158,46 @@ async def test_a_question_outlives_a_restart(tmp_path, feishu, llm_server):
         # One question card: the resumed run met its question again.
         assert len(_question_cards(bot, "om_q5")) == 1
         assert len(llm_server.requests) - before == 1
+
+
+async def test_a_forged_or_misplaced_click_answers_nothing(tmp_path, feishu, llm_server):
+    """A value this bot did not seal (a card a prompt-injected model had posted, an edited
+    value), or the question's real value clicked from another message, changes nothing."""
+    llm_server.handler = asking(["staging", "prod"])
+    async with _start(tmp_path, feishu, llm_server) as bot:
+        await bot.say("om_q6", "deploy the api")
+        card = await _question_card(bot, "om_q6")
+        question_id = _question_id(bot, card)
+        forged = {"action": "question", "question_id": question_id, "option": 1}
+        answer = await bot.click(forged, by=USER, card_message_id=card)
+        assert answer["toast"]["type"] == "error"
+        content = bot.feishu.message_by_id[card].content
+        (sealed,) = [
+            e["behaviors"][0]["value"] for e in _buttons(content) if e["text"]["content"] == "prod"
+        ]
+        elsewhere = await bot.click(sealed, by=USER, card_message_id="om_other_card")
+        assert elsewhere["toast"]["type"] == "error"
+        record = await QuestionStore(bot.services.database).get(question_id)
+        assert record is not None and record.state == "pending"
+        mine = await bot.click(sealed, by=USER, card_message_id=card)
+        assert mine["toast"]["type"] == "success"
+        await bot.reply("om_q6")
+        await bot.settle()
+        assert "answered: prod" in _answer(bot, "om_q6")
+
+
+def _buttons(card: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(card)
+    return found
