@@ -561,6 +561,41 @@ async def test_a_callback_on_another_replica_resumes_the_waiting_turn(tmp_path, 
         assert title(feishu.message_by_id[card.message_id]) == "Authorised"
 
 
+async def test_a_consent_asked_before_a_restart_resumes_the_saved_run(tmp_path, feishu, llm_server):
+    """The card's link, followed after the process that posted it stopped, completes the
+    request; the process that resumed the run waits for that request (no second card) and
+    goes on from where the run was."""
+    from connectors.config import ConnectorsConfig
+
+    llm_server.handler = calling("my_name")
+    feishu.workspace.add_user(ALICE, "Alice Asker")
+    settings = settings_for(
+        tmp_path,
+        feishu,
+        llm_server,
+        larkgate_token_key=TOKEN_KEY,
+        larkgate_public_url=PUBLIC_URL,
+    )
+    extra = {
+        "connectors": ConnectorsConfig({"asme": {}}, explicit=True),
+        "connector_classes": CONNECTORS,
+    }
+    async with running_bot(settings, feishu, llm_server, owner="first", **extra) as first:
+        await first.say("om_1", "my name?")
+        card = await auth_card(first, "om_1")
+    calls = len(llm_server.requests)
+    async with running_bot(settings, feishu, llm_server, owner="second", **extra) as second:
+        await second.wait_for(lambda: len(second.services.user_auth.waits) == 1, within=30)
+        status, _, _ = await follow(card_link(card.content), second.url, as_user=ALICE)
+        assert status == 200
+        assert "Alice Asker" in await answer_to(second, "om_1")
+        await second.settle()
+        assert title(feishu.message_by_id[card.message_id]) == "Authorised"
+        cards = [m for m in feishu.sent if m.reply_to == "om_1" and not m.card_id]
+        assert [m.message_id for m in cards] == [card.message_id]  # asked once
+        assert len(llm_server.requests) - calls == 1  # not asked to start over
+
+
 @pytest.fixture
 def device(as_user, feishu):
     """A bot without a public URL: consent by device code."""

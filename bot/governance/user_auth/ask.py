@@ -190,6 +190,14 @@ class ConsentAsker:
         posted: asyncio.Future[str | None],
     ) -> AuthorizationRecord:
         p = self._p
+        earlier = await self._earlier(asking, scopes)
+        if earlier is not None:
+            posted.set_result(earlier.card_message_id)
+            future = p.waits.register(earlier.id)
+            try:
+                return await self._await(earlier, future, None)
+            finally:
+                p.waits.discard(earlier.id)
         issued = p.signer.issue(
             open_id=asking.open_id,
             chat_id=asking.chat_id,
@@ -292,18 +300,45 @@ class ConsentAsker:
                 logger.error("could not post authorisation card %s: %s", record.id, exc)
                 return await self._end(record, CANCELLED, f"the card could not be sent ({exc})")
             posted.set_result(message_id)
-            record = replace(record, card_message_id=message_id)
-            remaining = max(0.0, record.expires_at - p.clock())
-            try:
-                return await asyncio.wait_for(self._outcome(future, record, work), remaining)
-            except TimeoutError:
-                return await self._end(record, EXPIRED)
-            except asyncio.CancelledError:
-                if not self.closing:
-                    await self._end(record, CANCELLED, STOPPED_NOTE)
-                raise
+            return await self._await(replace(record, card_message_id=message_id), future, work)
         finally:
             p.waits.discard(record.id)
+
+    async def _await(
+        self,
+        record: AuthorizationRecord,
+        future: asyncio.Future[AuthorizationRecord],
+        work: Callable[[AuthorizationRecord], Awaitable[AuthorizationRecord]] | None,
+    ) -> AuthorizationRecord:
+        """The request's end, at its expiry at the latest; a stop (not the process
+        closing) cancels it."""
+        remaining = max(0.0, record.expires_at - self._p.clock())
+        try:
+            return await asyncio.wait_for(self._outcome(future, record, work), remaining)
+        except TimeoutError:
+            return await self._end(record, EXPIRED)
+        except asyncio.CancelledError:
+            if not self.closing:
+                await self._end(record, CANCELLED, STOPPED_NOTE)
+            raise
+
+    async def _earlier(self, asking: Asking, scopes: list[str]) -> AuthorizationRecord | None:
+        """A request the person was asked before this process took their run over (a
+        restart resumed it): still open, in this chat, for these scopes, its card in the
+        chat. Its link still works, so the run waits for it instead of asking again. (A
+        device-flow request needs its poller, which died with its process: asked anew.)"""
+        wanted = set(scopes)
+        now = self._p.clock()
+        for record in await self._p.requests.pending_of(asking.open_id):
+            if (
+                record.chat_id == asking.chat_id
+                and record.flow == "code"
+                and record.card_message_id
+                and record.expires_at > now
+                and wanted <= set(record.scopes)
+            ):
+                return record
+        return None
 
     @staticmethod
     async def _outcome(
