@@ -46,7 +46,7 @@ from bot.turn_context import TurnContext, turn_of
 
 from .cards import ApprovalCards
 from .config import GovernanceConfig
-from .person_wait import PersonWaits, hold, park
+from .person_wait import PersonWaits, call_key, hold, park
 from .posting import post_card
 
 logger = logging.getLogger(__name__)
@@ -104,8 +104,10 @@ class FeishuGateHook:
         if turn is None:
             # Nobody to ask (a run outside a chat): a call that needs approval cannot run.
             return HookResult(False, f"{call.name} needs a human's approval, and no chat is open")
-        # A run resumed from its checkpoint meets the approval it asked for before.
-        earlier = await self._store.of_call(turn.run_id, call.call_id)
+        # A run resumed from its checkpoint meets the approval it asked for before. (Only a
+        # run that can be saved can be resumed: a plan's steps share their run's id.)
+        key = call_key(call)
+        earlier = await self._store.of_call(turn.run_id, key) if key is not None else None
         if earlier is not None:
             decided = await self._meet_again(earlier, call, turn)
         else:
@@ -137,7 +139,7 @@ class FeishuGateHook:
                     owner=self._owner,
                     ttl_seconds=self._config.approval_ttl_seconds,
                     side_effect=call.side_effect,
-                    call_id=call.call_id,
+                    call_id=key,
                 )
             )
             decided = await self._wait(record, call.call_id, turn)

@@ -112,6 +112,15 @@ class PersonWaits(Generic[R]):
                     self.resolve(record)
 
 
+def call_key(call: ToolUse) -> str | None:
+    """What a wait records of its call, for a resumed run to meet it again: the call's id
+    within its model reply (the iteration: some models say ``call_1`` every time). None
+    for a call of a run that cannot be saved (a plan's step), which is never resumed."""
+    if call.checkpoint is None:
+        return None
+    return f"{call.iteration}:{call.call_id}"
+
+
 async def park(call: ToolUse, turn: TurnContext) -> bool:
     """Save where the run stands before it waits for a person; False when it cannot be
     (a run of plan mode, a run outside a chat's turn, a failed write: it then waits as

@@ -44,7 +44,7 @@ from bot.store.questions import (
 from bot.turn_context import TurnContext, current_turn
 
 from .actions import toast
-from .person_wait import PersonWaits, hold, park
+from .person_wait import PersonWaits, call_key, hold, park
 from .posting import post_card
 from .seal import ButtonSeal
 
@@ -122,12 +122,13 @@ class Questions:
                 "several people's messages are in this reply, so no one person can answer "
                 "for all of them: ask in the answer instead"
             )
-        earlier = await self._store.find(turn.run_id, use.call_id)
-        if earlier is not None and earlier.question == question.strip():
+        key = call_key(use)
+        earlier = await self._store.find(turn.run_id, key) if key is not None else None
+        if earlier is not None and earlier.question == question.strip()[:QUESTION_CHARS]:
             record = earlier  # a resumed run meets its question again
         else:
             await park(use, turn)  # before the card: an answer must find the run resumable
-            record = await self._create(turn, use.call_id, question, options)
+            record = await self._create(turn, key or use.call_id, question, options)
         if record.state == PENDING:
             record = await self._wait(record, use.call_id, turn)
         return await self._observation(record)

@@ -22,6 +22,7 @@ from bot.store.org import OrgSettingsStore
 
 from e2e.harness import Bot, running_bot, settings_for
 from e2e.test_approvals import ADMIN, answer_text, first_card, header, value_for
+from fakes.openai_server import Reply
 from support.deploy import deploying
 
 
@@ -289,3 +290,42 @@ async def test_a_resealed_checkpoint_with_other_arguments_is_refused_by_the_gate
             record.note or ""
         )
     assert deployer.runs == []
+
+
+async def test_a_model_that_reuses_call_ids_is_asked_for_each_call(
+    tmp_path, feishu, llm_server, deployer
+):
+    """Some models name every call "call_0": a later call of the run must get a card of its
+    own, not meet the earlier call's (used) approval."""
+
+    def same_id(body: dict[str, Any]) -> Reply:
+        done = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(done) < 2:
+            return Reply(tool_calls=[("call_0", "deploy", {"service": "api"})])
+        return Reply(content="Result: " + " | ".join(m["content"] for m in done))
+
+    llm_server.handler = same_id
+    feishu.workspace.add_user(ADMIN, "Ada Admin")
+    async with _start(tmp_path, feishu, llm_server, deployer, "only") as bot:
+        await bot.say("om_d9", "deploy api twice")
+        for round_ in (1, 2):
+            await bot.wait_for(lambda r=round_: len(_cards(bot, "om_d9")) == r, within=30)
+            card = _cards(bot, "om_d9")[-1]
+            await bot.wait_for(lambda c=card: _linked(bot, c), within=15)
+            answer = await bot.click(
+                value_for(card, "approve"), by=ADMIN, card_message_id=card.message_id
+            )
+            assert answer["toast"]["type"] == "success"
+        await bot.reply("om_d9", within=30)
+        await bot.settle()
+    assert deployer.runs == ["api", "api"]
+
+
+def _cards(bot: Bot, message_id: str) -> list[Any]:
+    return [m for m in bot.replies_to(message_id) if "Approval" in json.dumps(m.content)]
+
+
+async def _linked(bot: Bot, card: Any) -> bool:
+    approval_id = value_for(card, "approve")["approval_id"]
+    record = await ApprovalStore(bot.services.database).get(approval_id)
+    return record is not None and record.card_message_id == card.message_id
