@@ -45,6 +45,11 @@ class RunParking(Protocol):
 
     async def save(self, checkpoint: RunCheckpoint) -> None: ...
 
+    @property
+    def saved(self) -> bool:
+        """Whether the run is saved (a process that takes it over goes on with it)."""
+        ...
+
 
 def _nobody_joined() -> tuple[str, ...]:
     return ()

@@ -14,7 +14,8 @@ This module owns the rest, the same for every kind:
 - ``hold``: the wait itself. The live card marks the call waiting, the run gives up its
   slot (a person decides in minutes; others' questions go on meanwhile), and the wait
   ends at the row's expiry at the latest. A stop (``/stop``) ends the row; a process that
-  is stopping (``PersonWaits.closing``) leaves it pending for the run's next process.
+  is stopping (``PersonWaits.closing``) leaves it pending for the run's next process (a
+  run that could not be saved ends it, as at a stop).
 """
 
 from __future__ import annotations
@@ -150,6 +151,9 @@ async def hold(
     is closing (the row stays pending for the run's next process)."""
     live = turn.live if turn is not None else None
     slot = turn.slot if turn is not None else None
+    # Left pending at shutdown only when the run is saved: its next process goes on with
+    # it. A run that cannot be (a plan's step, a scheduled run) ends its wait as at a stop.
+    saved = turn is not None and turn.parking is not None and turn.parking.saved
     if live is not None:
         live.waiting(call_id)
     try:
@@ -161,9 +165,9 @@ async def hold(
     except TimeoutError:
         return await on_expiry()
     except asyncio.CancelledError:
-        if not waits.closing:
+        if not (waits.closing and saved):
             await on_stop()
         raise
     finally:
-        if live is not None and not waits.closing:  # a parked run's card keeps saying so
+        if live is not None and not (waits.closing and saved):  # its card keeps saying so
             live.resumed(call_id)

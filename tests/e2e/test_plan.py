@@ -18,7 +18,7 @@ import pytest
 
 from bot.runtime import texts
 from bot.sandbox.emulator.cardkit import FakeCard
-from bot.store import CallLogStore, RunStore
+from bot.store import ApprovalStore, CallLogStore, Database, RunStore
 
 from e2e.harness import Bot, running_bot, settings_for
 from e2e.test_console import TOKEN, events_stream, live_run, read_events
@@ -188,6 +188,25 @@ async def test_an_approval_waits_in_its_step_while_the_others_finish(start, weat
         assert deployer.runs == ["api"]
         assert [line[:4] for line in lines(checklist(bot, "om_1"))] == ["✅ 1.", "✅ 2.", "✅ 3."]
         assert "api deployed" in answer(bot, "om_1")
+
+
+async def test_a_step_waiting_at_shutdown_ends_its_approval(start, weather, deployer):
+    """A plan's step is not saved (its plan's state is not), so a shutdown ends its wait as
+    a stop does: the approval is cancelled and its card says so, instead of staying
+    clickable for a run that starts over after the restart."""
+    weather.release.set()
+    plan = plan_of(("s1", "Deploy api", ()))
+    steps = {"Deploy api": StepScript.calling(("deploy", {"service": "api"}))}
+    async with start(PlanModel(plans=[plan], steps=steps)) as bot:
+        await bot.say("om_1", "/plan deploy api")
+        await shows(bot, "om_1", "⏸️ 1. Deploy api · waiting for approval")
+        card = next(m for m in bot.replies_to("om_1") if callback_values(m.content))
+        (value,) = [v for v in callback_values(card.content) if v["decision"] == "approve"]
+        url = bot.services.database.url
+    async with Database(url) as db:
+        record = await ApprovalStore(db).get(value["approval_id"])
+    assert record is not None and record.state == "cancelled"
+    assert deployer.runs == []
 
 
 async def test_read_only_mode_blocks_a_write_in_a_step(start, weather, deployer):
