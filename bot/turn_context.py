@@ -50,6 +50,11 @@ class RunParking(Protocol):
         """Whether the run is saved (a process that takes it over goes on with it)."""
         ...
 
+    def holding(self, waiting: bool) -> None:
+        """The run waits for a person now (True), or goes on (False): a shutdown need not
+        wait for a saved run that waits."""
+        ...
+
 
 def _nobody_joined() -> tuple[str, ...]:
     return ()

@@ -69,6 +69,10 @@ class Turn:
     # without them), and the length of the question while the run has not begun.
     allowance: InterruptAllowance | None = None
     question_chars: int | None = None
+    # The run waits for a person and is saved where it stands: a shutdown cancels it at
+    # once (the process that takes its message over goes on with it) instead of giving
+    # it the grace that a run about to finish gets.
+    held: bool = False
 
     def join(self, job: Job, limits: InterruptLimits | None = None) -> bool:
         """Add ``job`` to this run if it is still open and ``limits`` leave room for it.
@@ -245,12 +249,19 @@ class ConversationWorkers:
         can hand their messages back for another process or the next start.
         """
         self._closing = True
+        unfinished: list[Job] = []
+        for lane in list(self._lanes.values()):
+            if lane.turn is not None and lane.turn.held and lane.task and not lane.task.done():
+                unfinished.append(lane.turn.job)
+                unfinished.extend(lane.turn.joined)
+                unfinished.extend(lane.queue)
+                lane.queue.clear()
+                lane.task.cancel()
         tasks = [lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_seconds)
         else:
             pending = set()
-        unfinished: list[Job] = []
         for lane in self._lanes.values():
             if lane.task in pending:
                 if lane.turn is not None:

@@ -156,6 +156,9 @@ async def hold(
     saved = turn is not None and turn.parking is not None and turn.parking.saved
     if live is not None:
         live.waiting(call_id)
+    parking = turn.parking if turn is not None else None
+    if parking is not None and saved:
+        parking.holding(True)
     try:
         released: AbstractAsyncContextManager[None] = (
             slot.released() if slot is not None else nullcontext()
@@ -169,5 +172,7 @@ async def hold(
             await on_stop()
         raise
     finally:
+        if parking is not None and saved:
+            parking.holding(False)
         if live is not None and not (waits.closing and saved):  # its card keeps saying so
             live.resumed(call_id)

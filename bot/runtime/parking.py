@@ -236,6 +236,12 @@ class TurnParking:
         self.saved = False
         # Joined messages whose claims the checkpoint took over (the finish leaves them).
         self.settled: set[str] = set()
+        self._holds = 0
+
+    def holding(self, waiting: bool) -> None:
+        # Counted: parallel calls of one run may each wait for a person.
+        self._holds += 1 if waiting else -1
+        self._turn.held = self._holds > 0
 
     @property
     def joined_before(self) -> tuple[JoinedMessage, ...]:

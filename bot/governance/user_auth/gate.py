@@ -73,19 +73,24 @@ class UserAuthorizationGate:
         wanted = [scope for scope in wanted if scope != "offline_access"]
         self._reconsent.asked(run_id, open_id)
         asking = Asking(open_id, origin.chat_id, origin.message_id, origin.thread_id)
-        await park(call, origin)  # a restart resumes the run, and asks again if need be
+        # A restart resumes the run, which waits for this request again (or asks anew).
+        saved = await park(call, origin) and origin.parking is not None
         live, slot = origin.live, origin.slot
         if live is not None:
             live.waiting(call.call_id)
         released: AbstractAsyncContextManager[None] = (
             slot.released() if slot is not None else nullcontext()
         )
+        if saved and origin.parking is not None:
+            origin.parking.holding(True)
         try:
             async with released:
                 record = await self._asker.ask(asking, wanted, purpose_of(call))
         except ConsentUnavailable as exc:
             return HookResult(False, f"could not ask for the person's consent: {exc}")
         finally:
+            if saved and origin.parking is not None:
+                origin.parking.holding(False)
             if live is not None:
                 live.resumed(call.call_id)
         # The wait took minutes: someone else's message may have joined the run meanwhile.
