@@ -174,6 +174,9 @@ class FeishuGateHook:
             return replace(current or record, state=CANCELLED, note=TAMPERED_NOTE)
         if record.state != PENDING:
             return record
+        # Saved again by this process: the card's place as it is now, and the message's
+        # attempts started over (a process dying while a run waits crashed nothing).
+        await park(call, turn)
         if record.card_message_id is None:  # stopped before its card went out: post it now
             return await self._wait(record, call.call_id, turn)
         return await self._hold(record, self._waits.register(record.id), call.call_id, turn)

@@ -126,6 +126,8 @@ class Questions:
         earlier = await self._store.find(turn.run_id, key) if key is not None else None
         if earlier is not None and earlier.question == question.strip()[:QUESTION_CHARS]:
             record = earlier  # a resumed run meets its question again
+            if record.state == PENDING:
+                await park(use, turn)  # saved again, as it waits again
         else:
             await park(use, turn)  # before the card: an answer must find the run resumable
             record = await self._create(turn, key or use.call_id, question, options)

@@ -11,6 +11,7 @@ from bot.engine import Hook, ToolRegistry
 from bot.feishu.client import FeishuClient
 from bot.store.approvals import ApprovalRecord, ApprovalStore
 from bot.store.audit import AuditLog
+from bot.store.checkpoints import CheckpointStore
 from bot.store.db import Database
 from bot.store.org import OrgSettingsStore
 from bot.store.replays import ReplayGuard
@@ -98,7 +99,12 @@ def build_governance(
         org=org,
         audit=audit,
         waits=waits,
-        sweeper=ApprovalSweeper(approvals, cards, interval=sweep_interval),
+        sweeper=ApprovalSweeper(
+            approvals,
+            cards,
+            interval=sweep_interval,
+            checkpoints=CheckpointStore(database, clock=clock),
+        ),
         # Consent to act as the requester is asked after the approval (no one is asked to
         # authorise a call that will be denied), and before read-only mode's last word.
         hooks=(

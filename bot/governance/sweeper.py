@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from bot.store.approvals import ApprovalStore
+from bot.store.checkpoints import CheckpointStore
 
 from .cards import ApprovalCards
 
@@ -18,16 +19,29 @@ logger = logging.getLogger(__name__)
 
 
 class ApprovalSweeper:
-    def __init__(self, store: ApprovalStore, cards: ApprovalCards, *, interval: float) -> None:
+    def __init__(
+        self,
+        store: ApprovalStore,
+        cards: ApprovalCards,
+        *,
+        interval: float,
+        checkpoints: CheckpointStore | None = None,
+    ) -> None:
         self._store = store
         self._cards = cards
         self._interval = interval
+        self._checkpoints = checkpoints
 
     async def sweep(self) -> int:
         closed = await self._store.close_orphans()
         for record in closed:
             logger.info("approval %s closed as %s: %s", record.id, record.state, record.note)
             await self._cards.refresh(record)
+        if self._checkpoints is not None:
+            # A saved run whose message failed (or finished elsewhere) is resumed by nobody.
+            purged = await self._checkpoints.purge_orphans()
+            if purged:
+                logger.info("deleted %d saved runs nobody will resume", purged)
         return len(closed)
 
     async def close_run(self, run_id: str, note: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
@@ -39,6 +39,22 @@ _DELETE_OTHERS = delete(_checkpoints).where(
 
 # Messages that joined the run and that it has read: the checkpoint holds them now, so
 # their own claims end here (taken over, they would be answered a second time).
+# The run's own message: a run that waits has crashed nothing, so a process that dies
+# while it waits does not count against the message's attempts (each wait starts them over).
+_FRESH_ATTEMPTS = (
+    update(_claims)
+    .where(
+        _claims.c.message_id == bindparam("p_message_id"),
+        _claims.c.owner == bindparam("p_owner"),
+        ACTIVE,
+    )
+    .values(attempts=1, updated_at=bindparam("now"))
+)
+# Checkpoints whose message nobody will take over any more (done, dropped, failed, gone).
+_ORPHANS = delete(_checkpoints).where(
+    ~exists().where(_claims.c.message_id == _c.message_id, ACTIVE),
+    _c.updated_at < bindparam("cutoff"),
+)
 _SETTLE_JOINED = (
     update(_claims)
     .where(
@@ -139,6 +155,12 @@ class CheckpointStore:
     async def delete(self, run_id: str) -> bool:
         return await self._db.transact(_delete, run_id)
 
+    async def purge_orphans(self, *, grace_seconds: float = 60.0) -> int:
+        """Delete the checkpoints of messages nobody will take over any more (their claim
+        ended: the run finished elsewhere, or the message failed); returns how many."""
+        cutoff = self._clock() - grace_seconds
+        return await self._db.transact(_rowcount, _ORPHANS, {"cutoff": cutoff})
+
 
 def _save(
     connection: Connection, upsert: Any, values: dict[str, Any], settle: dict[str, Any]
@@ -147,6 +169,14 @@ def _save(
         _DELETE_OTHERS, {"p_message_id": values["message_id"], "p_run_id": values["run_id"]}
     )
     connection.execute(upsert, values)
+    connection.execute(
+        _FRESH_ATTEMPTS,
+        {
+            "p_message_id": values["message_id"],
+            "p_owner": values["owner"],
+            "now": values["updated_at"],
+        },
+    )
     if settle["p_message_ids"]:
         connection.execute(_SETTLE_JOINED, settle)
 
@@ -160,6 +190,10 @@ def _first(
 
 def _all(connection: Connection, statement: Any, params: dict[str, Any]) -> list[StoredCheckpoint]:
     return [_stored(row) for row in connection.execute(statement, params).mappings()]
+
+
+def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) -> int:
+    return int(connection.execute(statement, params).rowcount)
 
 
 def _delete(connection: Connection, run_id: str) -> bool:
