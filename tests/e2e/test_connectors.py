@@ -12,10 +12,11 @@ from fakes.openai_server import Reply
 from support.model_calls import is_synthesis
 
 ALL_TOOLS = {
-    # The bot's own: scheduled tasks.
+    # The bot's own: scheduled tasks, and asking the person a question.
     "schedule_task",
     "list_scheduled_tasks",
     "cancel_scheduled_task",
+    "ask_user",
     "calculator",
     "current_time",
     "sql_list_tables",

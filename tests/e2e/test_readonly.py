@@ -56,7 +56,8 @@ def check_then_deploy(body: dict[str, Any]) -> Reply:
 
 
 # The bot's own tools, offered to every run: the read one stays in read-only mode.
-SCHEDULE_TOOLS = {"schedule_task", "list_scheduled_tasks", "cancel_scheduled_task"}
+# The bot's own tools: scheduled tasks, and asking the person (a read).
+SCHEDULE_TOOLS = {"schedule_task", "list_scheduled_tasks", "cancel_scheduled_task", "ask_user"}
 
 
 def all_offered(body: dict[str, Any]) -> set[str]:
@@ -126,7 +127,8 @@ async def test_write_tools_vanish_and_the_mode_survives_a_restart(tmp_path, feis
         await bot.settle()
         loop_calls = [r.body for r in llm_server.requests if not is_synthesis(r.body)]
         assert loop_calls and all(
-            all_offered(body) == {"status", "list_scheduled_tasks"} for body in loop_calls
+            all_offered(body) == {"status", "list_scheduled_tasks", "ask_user"}
+            for body in loop_calls
         )
         # Even a model that names the write tool anyway cannot run it.
         assert tools.deployed == []
