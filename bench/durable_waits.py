@@ -221,7 +221,7 @@ def parked_turn(checkpoint: RunCheckpoint) -> ParkedTurn:
         sender_open_id="ou_2b4d6f8a0c1e3a5c7e9b1d3f5a7c9e1b",
         thread_id="",
         remembered=QUESTION,
-        joined=(),
+        joined_before=(),
         started_at=time.time(),
         model="gpt-4o-2024-08-06",
         card=CardAnchor("7355439001234567890", "om_1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d", 57, True),

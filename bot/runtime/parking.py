@@ -28,7 +28,7 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from bot.conversations.workers import Turn
@@ -54,28 +54,6 @@ class JoinedMessage:
     message_id: str
     sender: str
     text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ParkedTurn:
-    """What a resumed run needs beyond the engine's checkpoint: the turn it answers."""
-
-    run_id: str
-    message_id: str
-    scope_key: str
-    generation: int
-    conversation_id: str | None
-    chat_id: str
-    chat_type: str
-    sender_open_id: str
-    thread_id: str
-    # The user's entry in the conversation's history (the text and the documents).
-    remembered: str
-    joined: tuple[JoinedMessage, ...]
-    started_at: float
-    model: str
-    card: CardAnchor | None
-    engine: RunCheckpoint
 
 
 def checkpoint_key(button_key: bytes) -> bytes:
@@ -121,7 +99,7 @@ def encode(parked: ParkedTurn) -> str:
         "sender_open_id": parked.sender_open_id,
         "thread_id": parked.thread_id,
         "remembered": parked.remembered,
-        "joined": [[j.message_id, j.sender, j.text] for j in parked.joined],
+        "joined": [[j.message_id, j.sender, j.text] for j in parked.joined_before],
         "started_at": parked.started_at,
         "model": parked.model,
         "card": None
@@ -157,7 +135,9 @@ def decode(stored: StoredCheckpoint, seal: CheckpointSeal) -> ParkedTurn:
             sender_open_id=_str(body["sender_open_id"]),
             thread_id=_str(body["thread_id"]),
             remembered=_str(body["remembered"]),
-            joined=tuple(JoinedMessage(_str(m), _str(s), _str(t)) for m, s, t in body["joined"]),
+            joined_before=tuple(
+                JoinedMessage(_str(m), _str(s), _str(t)) for m, s, t in body["joined"]
+            ),
             started_at=float(body["started_at"]),
             model=_str(body["model"]),
             card=None
@@ -197,6 +177,15 @@ class TurnFacts:
     model: str
     # Messages that joined the run before this process took it up (a resumed run).
     joined_before: tuple[JoinedMessage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedTurn(TurnFacts):
+    """A saved run: its turn (``joined_before``: every message that joined it and that it
+    read), where its card stands, and the engine's checkpoint."""
+
+    card: CardAnchor | None
+    engine: RunCheckpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,19 +246,12 @@ class TurnParking:
             for job in self._turn.joined[: max(0, read)]
         )
         parked = ParkedTurn(
-            run_id=facts.run_id,
-            message_id=facts.message_id,
-            scope_key=facts.scope_key,
-            generation=facts.generation,
-            conversation_id=facts.conversation_id,
-            chat_id=facts.chat_id,
-            chat_type=facts.chat_type,
-            sender_open_id=facts.sender_open_id,
-            thread_id=facts.thread_id,
-            remembered=facts.remembered,
-            joined=facts.joined_before + joined_now,
-            started_at=facts.started_at,
-            model=facts.model,
+            **{
+                f.name: getattr(facts, f.name)
+                for f in fields(TurnFacts)
+                if f.name != "joined_before"
+            },
+            joined_before=facts.joined_before + joined_now,
             card=self._live.reply.anchor(),
             engine=checkpoint,
         )

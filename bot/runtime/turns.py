@@ -363,7 +363,7 @@ class TurnRunner:
         )
         opened.append(events)
         live.on_answer = events.answer
-        facts = _facts(message, start, parked.remembered, joined_before=parked.joined)
+        facts = _facts(message, start, parked.remembered, joined_before=parked.joined_before)
         parking = self._parking(turn, live, facts)
         if parking is not None:
             parking.saved = True  # its checkpoint is in the database: the finish deletes it
