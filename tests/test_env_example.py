@@ -1,7 +1,10 @@
-""".env.example lists every setting larkgate reads, each with a comment, and nothing else.
+""".env.example lists every setting larkgate reads, each with a comment, and nothing else,
+every one commented out.
 
 A setting added to ``bot.config.Settings`` without a line here fails this test, so the
-example (which newcomers copy to ``.env``) can never drift from the code again.
+example (which newcomers copy to ``.env``) can never drift from the code again. Copied
+as it is, it sets nothing: a filled-in example value (a model URL, a DATABASE_URL) would
+otherwise win over ``larkgate dev``'s own defaults without anyone having chosen it.
 """
 
 from __future__ import annotations
@@ -17,10 +20,18 @@ from connectors.config import ENV_OVERRIDE
 from support.env import clear_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
-# "NAME=value", or "# NAME=value" for an optional setting shown commented out.
+# "# NAME=value": a setting shown commented out (its default, or an example value).
 ASSIGNMENT = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
-# Values in the example that are placeholders or suggestions, not the defaults.
-PLACEHOLDERS = {"FEISHU_APP_ID", "LLM_BASE_URL", "LLM_MODEL"}
+# Values in the example that are placeholders or suggestions, not the defaults (which are
+# empty: the optional file and connectors are off until set).
+PLACEHOLDERS = {
+    "FEISHU_APP_ID",
+    "LLM_BASE_URL",
+    "LLM_MODEL",
+    "LARKGATE_CONFIG",
+    "SQL_CONNECTOR_URL",
+    "HTTP_CONNECTOR_ALLOWED_HOSTS",
+}
 
 
 def setting_names() -> set[str]:
@@ -62,11 +73,21 @@ def test_the_example_names_only_real_settings():
     assert not unknown, f".env.example names settings larkgate does not read: {unknown}"
 
 
-def test_each_setting_is_set_once():
-    lines = example_lines()
-    for name, numbers in assignments().items():
-        active = [n for n in numbers if not lines[n].lstrip().startswith("#")]
-        assert len(active) <= 1, f"{name} is set on several lines of .env.example"
+def test_no_line_sets_a_value():
+    """Copied to .env, the example changes nothing: every line is blank or a comment."""
+    setting = [
+        f"line {number + 1}: {line}"
+        for number, line in enumerate(example_lines())
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert not setting, "uncommented lines in .env.example (write '# NAME=value'): " + (
+        "; ".join(setting)
+    )
+
+
+def test_each_setting_is_shown_once():
+    twice = sorted(name for name, numbers in assignments().items() if len(numbers) > 1)
+    assert not twice, f"settings shown on several lines of .env.example: {twice}"
 
 
 def test_every_setting_has_a_comment():
@@ -88,8 +109,21 @@ def clean_env(monkeypatch, tmp_path):
 
 
 @pytest.mark.usefixtures("clean_env")
-def test_the_example_loads_and_shows_the_defaults():
-    from_example = Settings(_env_file=EXAMPLE)  # type: ignore[call-arg]
+def test_the_example_loads_and_shows_the_defaults(tmp_path):
+    """Copied, the example sets nothing; every value in it uncommented loads, and shows the
+    default (but the placeholders)."""
+    as_copied = Settings(_env_file=EXAMPLE)  # type: ignore[call-arg]
+    assert as_copied.model_fields_set == set()
+    uncommented = tmp_path / "uncommented.env"
+    uncommented.write_text(
+        "".join(
+            f"{match['name']}={match['value']}\n"
+            for match in map(ASSIGNMENT.match, map(str.strip, example_lines()))
+            if match
+        ),
+        encoding="utf-8",
+    )
+    from_example = Settings(_env_file=uncommented)  # type: ignore[call-arg]
     defaults = Settings(_env_file=None)  # type: ignore[call-arg]
     differing = {
         name.upper()
