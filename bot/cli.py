@@ -1,5 +1,5 @@
 """The ``larkgate`` command: ``serve`` runs the bot; ``dev`` runs it in a local sandbox;
-``migrate``, ``check`` and ``audit`` help operate it."""
+``setup`` creates its Feishu app; ``migrate``, ``check`` and ``audit`` help operate it."""
 
 from __future__ import annotations
 
@@ -37,6 +37,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     dev.add_argument("--host", default="127.0.0.1", help="chat page address (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=8765, help="chat page port (default 8765)")
+    setup = commands.add_parser(
+        "setup",
+        help="create the bot's Feishu app with one scan (a QR code) and write its "
+        "credentials into the env file",
+    )
+    setup.add_argument("--env-file", default=".env", help="the env file to write (default .env)")
+    setup.add_argument(
+        "--webhook",
+        metavar="URL",
+        type=_webhook_url,
+        help="the bot's public URL, for webhook mode (default: the long connection)",
+    )
+    setup.add_argument("--lark", action="store_true", help="a Lark (larksuite.com) tenant")
     commands.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
     commands.add_parser(
         "check",
@@ -52,6 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--action", help="only actions starting with this, e.g. approval. or readonly."
     )
     args = parser.parse_args(argv)
+    if args.command == "setup":  # writes the settings, so it needs none of them
+        from pathlib import Path
+
+        from bot.onboarding import Options, run
+
+        return run(Options(Path(args.env_file), webhook=args.webhook, lark=args.lark))
 
     try:
         serving_mode = args.command == "serve" and args.mode
@@ -68,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"larkgate: {exc}", file=sys.stderr)
         return 2
+
+
+def _webhook_url(text: str) -> str:
+    from bot.onboarding import webhook_base
+
+    return webhook_base(text)
 
 
 def _positive_int(text: str) -> int:
@@ -174,19 +199,20 @@ def serving_event_loop(wanted: str) -> asyncio.AbstractEventLoop:
 def _dev(settings: Settings, host: str, port: int) -> int:
     import contextlib
 
+    from bot.sandbox.origins import settings_report
     from bot.sandbox.runner import Sandbox, check_dev_settings
 
+    # Where the model, the database and the rest came from, said first: a copied .env or
+    # an old export changes what dev does, and a missing model is seen with its cause.
+    print(settings_report(settings), flush=True)
     check_dev_settings(settings)  # before logging and the 2 s of importing the SDK
     _configure_logging(settings)
 
     async def run() -> None:
         async with Sandbox(settings, host=host, port=port) as sandbox:
-            assert sandbox.bot_settings is not None
             print(f"larkgate dev: open {sandbox.page_url} (Ctrl+C stops)", flush=True)
             print(
-                f"  bot {sandbox.bot_url}, Feishu emulator {sandbox.emulator.domain}, "
-                f"model {settings.llm_model} at {settings.llm_base_url}, "
-                f"database {sandbox.bot_settings.database_url}",
+                f"  bot {sandbox.bot_url}, Feishu emulator {sandbox.emulator.domain}",
                 flush=True,
             )
             await asyncio.Event().wait()

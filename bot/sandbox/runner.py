@@ -24,6 +24,15 @@ from .people import ADMIN, APP_ID, BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE
 
 DEV_DATABASE_URL = "sqlite+aiosqlite:///./larkgate-dev.db"
 RECORDED_REQUESTS = 2000  # the emulator keeps this many; a long session must not grow
+# The user's settings dev_settings replaces by the emulator's (whatever they say).
+EMULATOR_SETTINGS = (
+    "feishu_app_id",
+    "feishu_app_secret",
+    "feishu_verification_token",
+    "feishu_encrypt_key",
+    "feishu_domain",
+    "feishu_event_mode",
+)
 
 
 def check_dev_settings(settings: Settings) -> None:
