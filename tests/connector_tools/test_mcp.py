@@ -380,12 +380,33 @@ async def test_an_http_server_that_goes_away_is_a_tool_error_then_reconnects(pro
 
 @module_loop
 async def test_startup_failures_do_not_raise():
+    # The default start-up timeout (30 s): both fail at once with their own error, and
+    # only a failure that hangs instead would reach it (and read TimeoutError here).
     settings = MCPSettings.model_validate(
         {
             "servers": [
                 {"name": "nowhere", "url": f"http://127.0.0.1:{free_port()}/mcp"},
                 {"name": "gone", "command": "/nonexistent/server --flag"},
-                # Starts, reads its stdin, never answers.
+            ],
+        }
+    )
+    connector = MCP(settings, ConnectorContext())
+    await connector.start()
+    assert connector.tools() == []
+    status = await connector.check()
+    assert not status.ok
+    assert "nowhere: failed: ConnectError" in status.detail
+    assert "gone: failed: FileNotFoundError" in status.detail
+    await connector.aclose()
+
+
+@module_loop
+async def test_a_server_that_never_answers_fails_at_the_startup_timeout():
+    # Alone, so the short timeout races nothing: however slow the machine, this server
+    # cannot answer in time (it starts, reads its stdin and never writes).
+    settings = MCPSettings.model_validate(
+        {
+            "servers": [
                 {"name": "mute", "command": [sys.executable, "-c", "import sys; sys.stdin.read()"]},
             ],
             "startup_timeout_seconds": 0.5,
@@ -396,9 +417,9 @@ async def test_startup_failures_do_not_raise():
     assert connector.tools() == []
     status = await connector.check()
     assert not status.ok
-    assert "nowhere: failed: ConnectError" in status.detail
-    assert "gone: failed: FileNotFoundError" in status.detail
-    assert "mute: failed: TimeoutError: no answer within 0.5 s" in status.detail
+    assert status.detail == (
+        "mute: failed: TimeoutError: no answer within 0.5 s (startup_timeout_seconds)"
+    )
     await connector.aclose()
 
 
