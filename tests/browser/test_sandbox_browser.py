@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from PIL import Image, ImageDraw
 
+from bot.feishu.live_card import THINKING
+from bot.runtime.texts import STOPPED_CARD
 from bot.sandbox.people import ADMIN, USER
 from bot.sandbox.runner import Sandbox
 
@@ -178,3 +180,38 @@ async def test_sandbox_attach_an_image_and_a_file(sandbox, browser_page, shoot):
     )
     await page.locator(".card-body.streaming").wait_for(state="detached")
     await shoot(page, "sandbox-attachments")
+
+
+async def test_the_page_shows_underscore_italics_as_the_card_does(sandbox, browser_page):
+    """``_x_`` is italics on a Feishu card (the bot's "_Stopped._", "_Thinking…_"); a word
+    with underscores inside it, code and a link's address keep theirs."""
+    sandbox, _ = sandbox
+    page = browser_page
+    await page.goto(sandbox.page_url)
+    await page.get_by_text("model: fake-model").wait_for()
+
+    cases = {
+        STOPPED_CARD: "<i>Stopped.</i>",
+        THINKING: "<i>Thinking…</i>",
+        "call _it_ now, _x_, _y_.": "call <i>it</i> now, <i>x</i>, <i>y</i>.",
+        "**_both_**": "<b><i>both</i></b>",
+        "_foo_bar_": "<i>foo_bar</i>",
+        "snake_case_words and my_var": "snake_case_words and my_var",
+        "5_000_000 and __init__": "5_000_000 and __init__",
+        "`_kept_`": "<code>_kept_</code>",
+        "_ spaced _": "_ spaced _",
+        "_see [the doc](https://x.example/a_b_) now": (
+            '_see <a href="https://x.example/a_b_" target="_blank">the doc</a> now'
+        ),
+    }
+    rendered = await page.evaluate(
+        "(sources) => sources.map((source) => markdown(source))", list(cases)
+    )
+    assert dict(zip(cases, rendered, strict=True)) == cases
+    # A card as the transcript draws it: the markdown element's text in italics.
+    italic = await page.evaluate(
+        """(content) => renderCard({ body: { elements: [{ tag: "markdown", content }] } })
+            .querySelector(".md i")?.textContent""",
+        STOPPED_CARD,
+    )
+    assert italic == "Stopped."
