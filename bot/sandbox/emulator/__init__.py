@@ -45,6 +45,11 @@ Endpoints (research/lark-sdk.md §3; bodies parsed whatever the Content-Type say
     /open-apis/authen/v1/user_info take no tenant token; the last wants a user token.
     The workspace routes (contacts, chat list and history, calendar, tasks, Base, docx) are
     listed under "Workspace" below.
+    One-scan app registration (``larkgate setup``; module ``registration``): POST
+    /oauth/v1/app/registration (``accounts_url``) and /lark/oauth/v1/app/registration
+    (``lark_accounts_url``), init/begin/poll scripted per test with
+    ``script_registration("pending", "slow_down", "lark", "success", ...)``; a new app's
+    credentials then get tenant tokens (``registered_apps``).
 
 Workspace (``fake.workspace``: :class:`FakeWorkspace`, seeded, every part public state)
     A small tenant the workspace tools read and change: users Alice Wang (ou_fake_alice),

@@ -16,9 +16,11 @@ from .wire import FakeError, request_body
 class AuthApi(EmulatorCore):
     async def _tenant_token(self, request: web.Request) -> web.Response:
         body = request_body(request)
-        if body.get("app_id") != self.app_id:
+        app_id = str(body.get("app_id"))
+        secret = self.app_secret if app_id == self.app_id else self.registered_apps.get(app_id)
+        if secret is None:
             raise FakeError(10003)
-        if body.get("app_secret") != self.app_secret:
+        if body.get("app_secret") != secret:
             raise FakeError(10014)
         now = time.monotonic()
         token = self._current_token

@@ -98,6 +98,9 @@ class EmulatorCore:
         self._port: int | None = None
         self._closing = asyncio.Event()
         self.granted_scopes: list[str] = list(LARKGATE_SCOPES)  # GET /application/v6/scopes
+        # Apps made by one-scan registration (``registration``): app_id -> secret; the
+        # token endpoint accepts them beside the main app.
+        self.registered_apps: dict[str, str] = {}
         self._extra_routes: list[tuple[str, str, Any]] = []  # add_routes()
         self._public_paths: set[str] = {TOKEN_PATH}  # answered without a tenant token
         self.max_recorded: int | None = None  # keep only the last N requests

@@ -18,13 +18,16 @@ from .faults import FaultControls
 from .identity import APP, CALLER, Caller, bearer, require_scopes, rule_for
 from .inbound import InboundApi
 from .oauth import OAuthApi
+from .registration import RegistrationApi
 from .resources import RESOURCE_ROUTE
 from .uploads import UploadsApi
 from .wire import RECORDED, FakeError, RecordedRequest, parse_json
 from .workspace import FakeWorkspace
 
 
-class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultControls):
+class FakeFeishu(
+    AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, RegistrationApi, FaultControls
+):
     def __init__(
         self,
         app_id: str = "cli_test",
@@ -36,6 +39,7 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultCon
     ) -> None:
         super().__init__(app_id, app_secret, bot_open_id, bot_name, clock=clock)
         self._init_oauth()
+        self._init_registration()
         self.workspace = FakeWorkspace(self)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -92,6 +96,7 @@ class FakeFeishu(AuthApi, InboundApi, UploadsApi, CardKitApi, OAuthApi, FaultCon
             ("PUT", CARD_ROUTE, self._update_card),
             ("GET", "/open-apis/application/v6/scopes", self._app_scopes),
             *self._oauth_routes(),
+            *self._registration_routes(),
             *self.workspace.routes(),
         ]
 

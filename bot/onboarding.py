@@ -1,0 +1,409 @@
+"""``larkgate setup``: a Feishu (or Lark) app for the bot in one scan.
+
+Feishu's one-click registration (research/anchors-2026.md §3) is a device flow on the
+*accounts* host that creates an app: lark-oapi's ``aregister_app`` runs it (init, begin,
+then polls through pending and slow_down; a Lark tenant switches to the Lark accounts host
+once). We ask, in its ``addons``, for the scopes, the event and the callback larkgate uses,
+so the new app needs no visit to the console before its first version is published. The
+link is shown once, on screen, with a QR code for the phone.
+
+On success the credentials are checked (a tenant token and ``bot/v3/info``) through the
+bot's own Feishu client, then written into the env file in place (other lines kept, mode
+0600). The app secret, the device code and the link with its code are never logged.
+
+``FEISHU_ACCOUNTS_URL`` / ``LARK_ACCOUNTS_URL`` replace the accounts hosts (tests, private
+deployments): they are the SDK's ``domain`` / ``lark_domain``. ``FEISHU_DOMAIN``, when it
+names neither public open platform, is where the new credentials are checked and what a
+Lark app's ``FEISHU_DOMAIN`` is written as. The SDK's HTTP client (httpx) honours
+``HTTP(S)_PROXY``, ``NO_PROXY`` and ``SSL_CERT_FILE`` like the bot's other calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from bot.feishu.client import BotInfo, FeishuClient
+from bot.feishu.config import FeishuConfig
+from bot.feishu.errors import FeishuError
+
+logger = logging.getLogger(__name__)
+
+FEISHU_ACCOUNTS = "https://accounts.feishu.cn"
+LARK_ACCOUNTS = "https://accounts.larksuite.com"
+FEISHU_OPEN = "https://open.feishu.cn"
+LARK_OPEN = "https://open.larksuite.com"
+
+# What the new app is asked for (README, "Connecting a Feishu (or Lark) app", step 4):
+# only these, not the platform's preset list; the console can add more later.
+TENANT_SCOPES = (
+    "im:message.p2p_msg:readonly",
+    "im:message.group_at_msg:readonly",
+    "im:message",
+    "im:message:send_as_bot",
+    "cardkit:card:write",
+    "contact:user.base:readonly",
+    "im:chat:readonly",
+    "calendar:calendar",
+    "task:task:write",
+    "bitable:app",
+    "docx:document",
+    "docs:permission.member:retrieve",
+    "drive:drive.metadata:readonly",
+    "application:application:self_manage",
+)
+EVENTS = ("im.message.receive_v1",)
+CALLBACKS = ("card.action.trigger",)
+ADDONS: dict[str, Any] = {
+    "preset": False,
+    "scopes": {"tenant": list(TENANT_SCOPES), "user": []},
+    "events": {"items": {"tenant": list(EVENTS)}},
+    "callbacks": {"items": list(CALLBACKS)},
+}
+APP_PRESET = {"name": "larkgate", "desc": "An agent bot that asks before it acts."}
+
+CHECK_TIMEOUT = 30.0
+
+
+class SetupFailed(Exception):
+    """Setup stopped: the message says why, to the person at the terminal."""
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    env_file: Path
+    webhook: str | None = None  # the bot's public base URL (webhook_base), for webhook mode
+    lark: bool = False  # a Lark tenant: start on the Lark accounts host
+
+
+@dataclass(frozen=True, slots=True)
+class NewApp:
+    app_id: str
+    app_secret: str = field(repr=False)
+    brand: str  # "feishu" or "lark"
+    owner_open_id: str | None  # who scanned
+
+
+def run(options: Options, *, out: TextIO | None = None) -> int:
+    """The command: 0 when the env file holds the new app, 1 when nothing was written."""
+    out = out or sys.stdout
+    try:
+        asyncio.run(setup(options, os.environ, out))
+    except SetupFailed as exc:
+        print(f"larkgate setup: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("larkgate setup: stopped; nothing was written", file=sys.stderr, flush=True)
+        return 130
+    return 0
+
+
+async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> None:
+    webhook = options.webhook
+    _check_writable(options.env_file)  # before an app is made whose secret would be lost
+    current = _env_values(options.env_file)
+
+    def setting(name: str) -> str:
+        return environ.get(name) or current.get(name) or ""
+
+    app = await register(
+        feishu_accounts=environ.get("FEISHU_ACCOUNTS_URL") or FEISHU_ACCOUNTS,
+        lark_accounts=environ.get("LARK_ACCOUNTS_URL") or LARK_ACCOUNTS,
+        lark=options.lark,
+        out=out,
+    )
+    domain = open_domain(app.brand, setting("FEISHU_DOMAIN"))
+    print(f"App {app.app_id} created; checking its credentials…", file=out, flush=True)
+    bot = await check_credentials(app, domain)
+
+    values = {
+        "FEISHU_APP_ID": app.app_id,
+        "FEISHU_APP_SECRET": app.app_secret,
+        "FEISHU_EVENT_MODE": "webhook" if webhook else "ws",
+    }
+    if app.brand == "lark" or "FEISHU_DOMAIN" in current:
+        values["FEISHU_DOMAIN"] = domain
+    admins = setting("LARKGATE_ADMINS").strip()
+    if not admins and app.owner_open_id:
+        values["LARKGATE_ADMINS"] = app.owner_open_id
+    update_env_file(options.env_file, values)
+    _report(out, options.env_file, app, bot, domain, values, webhook, setting)
+
+
+async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out: TextIO) -> NewApp:
+    """Run the one-scan registration; a SetupFailed on a refusal, an expired link or a
+    network failure."""
+    from lark_oapi.scene.registration import aregister_app
+    from lark_oapi.scene.registration.errors import (
+        AppAccessDeniedError,
+        AppExpiredError,
+        RegisterAppError,
+    )
+
+    switched = False
+
+    def show(info: dict[str, Any]) -> None:
+        _show_link(out, str(info["url"]), int(info.get("expire_in") or 600), lark=lark)
+
+    def status(info: dict[str, Any]) -> None:
+        nonlocal switched
+        if info.get("status") == "domain_switched":
+            switched = True
+            print(
+                "A Lark tenant: going on with Lark's accounts host "
+                "(on a phone, open the link in a browser if Lark says it expired).",
+                file=out,
+                flush=True,
+            )
+        elif info.get("status") == "slow_down":
+            logger.info("registration: asked to slow down, polling every %s s", info["interval"])
+
+    start = lark_accounts if lark else feishu_accounts
+    try:
+        result = await aregister_app(
+            on_qr_code=show,
+            on_status_change=status,
+            source="larkgate",
+            domain=start.rstrip("/"),
+            lark_domain=lark_accounts.rstrip("/"),
+            app_preset=APP_PRESET,
+            addons=ADDONS,
+            create_only=True,
+        )
+    except AppAccessDeniedError:
+        raise SetupFailed("the app was refused on the phone; nothing was written") from None
+    except AppExpiredError:
+        raise SetupFailed(
+            "the link expired before it was used; run larkgate setup again for a new one"
+        ) from None
+    except RegisterAppError as exc:
+        raise SetupFailed(f"the registration failed: {exc.code}: {exc.description}") from None
+    except (OSError, ValueError, KeyError, TypeError, _http_error()) as exc:
+        # No usable answer from the accounts host: the network, a proxy, a gateway's page.
+        raise SetupFailed(
+            f"could not reach {urlsplit(start).netloc or start} to register the app "
+            f"({type(exc).__name__}: {_short(exc)}); nothing was written"
+        ) from None
+    user_info = result.get("user_info") or {}
+    brand = "lark" if lark or switched or user_info.get("tenant_brand") == "lark" else "feishu"
+    return NewApp(
+        app_id=str(result["client_id"]),
+        app_secret=str(result["client_secret"]),
+        brand=brand,
+        owner_open_id=str(user_info["open_id"]) if user_info.get("open_id") else None,
+    )
+
+
+async def check_credentials(app: NewApp, domain: str) -> BotInfo:
+    """A tenant token for the new app, then its bot's identity; SetupFailed otherwise."""
+    config = FeishuConfig(
+        app_id=app.app_id,
+        app_secret=app.app_secret,
+        verification_token="",
+        encrypt_key="",
+        domain=domain,
+    )
+    console = f"{_console(domain)}/app/{app.app_id}"
+    try:
+        async with FeishuClient(config, timeout=10.0) as client:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                await client.tokens.get()
+                return await client.bot_info()
+    except (FeishuError, TimeoutError, OSError) as exc:
+        detail = (str(exc) or type(exc).__name__).replace(app.app_secret, "***")
+        raise SetupFailed(
+            f"app {app.app_id} was created, but its credentials could not be checked at "
+            f"{domain}: {detail}. Nothing was written: copy its App ID and App Secret from "
+            f"{console} into the env file, or run larkgate setup again"
+        ) from None
+
+
+def open_domain(brand: str, configured: str) -> str:
+    """The open platform of the new app: ``configured`` (FEISHU_DOMAIN) when it names a
+    private deployment or a local emulator, else the brand's public one."""
+    configured = configured.strip().rstrip("/")
+    if configured and configured not in (FEISHU_OPEN, LARK_OPEN):
+        return configured
+    return LARK_OPEN if brand == "lark" else FEISHU_OPEN
+
+
+# -- the env file -------------------------------------------------------------------------
+
+_KEY = re.compile(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)(\s*=)")
+_PLAIN = re.compile(r"[A-Za-z0-9_.:/,@+-]*")
+
+
+def update_env_file(path: Path, values: Mapping[str, str]) -> None:
+    """Set ``values`` in the dotenv file at ``path``: each key's lines rewritten in place,
+    new keys added at the end, every other line (comments included) kept as it was. The
+    file is replaced at once and left readable by its owner only (0600)."""
+    target = Path(os.path.realpath(path))
+    try:
+        with open(target, encoding="utf-8", newline="") as file:  # line endings as they are
+            text = file.read()
+    except FileNotFoundError:
+        text = ""
+    wanted = {key.upper(): (key, value) for key, value in values.items()}
+    written: set[str] = set()
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        match = _KEY.match(line)
+        if match is None or match.group(2).upper() not in wanted:
+            continue
+        key, value = wanted[match.group(2).upper()]
+        ending = line[len(line.rstrip("\r\n")) :] or "\n"
+        lines[index] = f"{match.group(1)}{key}={_quoted(value)}{ending}"
+        written.add(key.upper())
+    new = [(key, value) for upper, (key, value) in wanted.items() if upper not in written]
+    if new:
+        if lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += "\n"
+        lines.append("# Feishu app (larkgate setup)\n")
+        lines.extend(f"{key}={_quoted(value)}\n" for key, value in new)
+    _write_private(target, "".join(lines))
+
+
+def _check_writable(path: Path) -> None:
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise SetupFailed(f"{path} is a directory; --env-file names the file to write")
+    if not target.parent.is_dir():
+        raise SetupFailed(f"cannot write {path}: {target.parent} does not exist")
+    if not os.access(target.parent, os.W_OK) or (
+        target.exists() and not os.access(target, os.R_OK | os.W_OK)
+    ):
+        raise SetupFailed(f"cannot write {path}: permission denied")
+
+
+def _write_private(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    os.chmod(path, 0o600)
+
+
+def _quoted(value: str) -> str:
+    if _PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _env_values(path: Path) -> dict[str, str]:
+    from dotenv import dotenv_values
+
+    if not path.exists():
+        return {}
+    return {k.upper(): v for k, v in dotenv_values(path).items() if v is not None}
+
+
+# -- what the person sees -----------------------------------------------------------------
+
+
+def _show_link(out: TextIO, url: str, expire_in: int, *, lark: bool) -> None:
+    import segno
+
+    phone = "the Lark app" if lark else "the Feishu app"
+    print(
+        f"Scan this code with {phone} (or open the link) to create larkgate's app. "
+        f"It works once, for {max(expire_in // 60, 1)} minutes.\n",
+        file=out,
+    )
+    # The link is long (the addons ride in it): the lowest error level and a narrow quiet
+    # zone keep the code within a terminal's width.
+    segno.make(url, error="l", boost_error=False).terminal(out=out, border=2, compact=True)
+    print(f"\n  {url}\n", file=out)
+    if lark:
+        print("On a phone, open the link in a browser: Lark's own may say it expired.", file=out)
+    print("Waiting for the scan… (Ctrl+C stops)", file=out, flush=True)
+
+
+def _report(
+    out: TextIO,
+    env_file: Path,
+    app: NewApp,
+    bot: BotInfo,
+    domain: str,
+    values: Mapping[str, str],
+    webhook: str | None,
+    setting: Any,
+) -> None:
+    console = f"{_console(domain)}/app/{app.app_id}"
+    print(
+        f"\nDone: the bot {bot.app_name or app.app_id} ({bot.open_id}) of app {app.app_id}; "
+        f"{', '.join(values)} written to {env_file} (mode 0600).",
+        file=out,
+    )
+    if "LARKGATE_ADMINS" in values:
+        print(f"You ({values['LARKGATE_ADMINS']}) are the bot's admin.", file=out)
+    steps = [
+        f"Publish a version of the app (Version Management & Release, {console}); a tenant "
+        "admin may have to approve it. Its scopes and event work only once published."
+    ]
+    if webhook:
+        steps += [
+            "Events & Callbacks → Encryption Strategy: copy the Verification Token into "
+            "FEISHU_VERIFICATION_TOKEN, set an Encrypt Key and copy it into FEISHU_ENCRYPT_KEY.",
+            "Start larkgate serve where Feishu reaches it, then under Events & Callbacks "
+            f"choose 'Send events to developer's server' with {webhook}/feishu/events, and "
+            f"set the card callback URL to {webhook}/feishu/card.",
+        ]
+    else:
+        steps.append(
+            "Events arrive over the long connection (FEISHU_EVENT_MODE=ws): no public URL "
+            "is needed."
+        )
+    if not (setting("LLM_BASE_URL") and setting("LLM_MODEL")):
+        steps.append("Set LLM_BASE_URL and LLM_MODEL (and LLM_API_KEY) for the model.")
+    steps.append("Run larkgate serve, then message the bot (or mention it in a group).")
+    print("Left to do:", file=out)
+    for number, step in enumerate(steps, 1):
+        print(f"  {number}. {step}", file=out)
+    out.flush()
+
+
+def _console(domain: str) -> str:
+    return domain.rstrip("/")
+
+
+def webhook_base(url: str) -> str:
+    """``--webhook``: the bot's public base URL (a URL ending in /feishu/events or
+    /feishu/card is taken for its base)."""
+    import argparse
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"the bot's public URL, e.g. https://bot.example.com, not {url!r}"
+        )
+    base = url.strip().rstrip("/")
+    for suffix in ("/feishu/events", "/feishu/card"):
+        base = base.removesuffix(suffix)
+    return base
+
+
+def _http_error() -> type[Exception]:
+    import httpx
+
+    return httpx.HTTPError
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:200]
