@@ -179,17 +179,21 @@ async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out:
             create_only=True,
         )
     except AppAccessDeniedError:
-        raise SetupFailed("the app was refused on the phone; nothing was written") from None
+        raise SetupFailed(
+            "the new app was refused on the confirmation page; nothing was written"
+        ) from None
     except AppExpiredError:
         raise SetupFailed(
-            "the link expired before it was used; run larkgate setup again for a new one"
+            "the link expired before the app was confirmed; nothing was written (run "
+            "larkgate setup again for a new link)"
         ) from None
     except RegisterAppError as exc:
         raise SetupFailed(f"the registration failed: {exc.code}: {exc.description}") from None
     except (OSError, ValueError, KeyError, TypeError, _http_error()) as exc:
         # No usable answer from the accounts host: the network, a proxy, a gateway's page.
+        host = lark_accounts if switched else start
         raise SetupFailed(
-            f"could not reach {urlsplit(start).netloc or start} to register the app "
+            f"could not reach {urlsplit(host).netloc or host} to register the app "
             f"({type(exc).__name__}: {_short(exc)}); nothing was written"
         ) from None
     user_info = result.get("user_info") or {}

@@ -50,6 +50,14 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 @pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every log line at every level, whatever earlier tests set the SDKs' loggers to."""
+    for name in (None, "httpx", "httpcore", "Lark", "bot"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+@pytest.fixture
 async def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeClock):
     clear_settings(monkeypatch, tmp_path)
     async with FakeFeishu() as server:
@@ -75,8 +83,7 @@ DATABASE_URL=sqlite+aiosqlite:///./bot.db
 """
 
 
-async def test_success_updates_the_env_file_in_place(fake, clock, tmp_path, capsys, caplog):
-    caplog.set_level(logging.DEBUG)
+async def test_success_updates_the_env_file_in_place(fake, clock, tmp_path, capsys, logs):
     fake.script_registration("pending", "slow_down", "pending", "success")
     env = tmp_path / "bot.env"
     env.write_text(EXISTING)
@@ -121,9 +128,10 @@ async def test_success_updates_the_env_file_in_place(fake, clock, tmp_path, caps
     assert "▀" in out or "█" in out  # the QR code
     assert "Publish a version" in out
     assert "/feishu/events" not in out  # the long connection needs no URLs
-    # Never logged; only the link is on screen.
+    # Never logged (the log did see the registration's requests); only the link is on screen.
+    assert "/oauth/v1/app/registration" in logs.text
     for secret_text in (secret, registration.device_code, registration.user_code):
-        assert secret_text not in caplog.text
+        assert secret_text not in logs.text
     assert secret not in out and registration.device_code not in out
 
 
@@ -222,7 +230,7 @@ async def test_a_gateway_page_instead_of_json_writes_nothing(fake, tmp_path, cap
     assert "nothing was written" in capsys.readouterr().err
 
 
-async def test_credentials_that_fail_the_check_are_not_written(fake, tmp_path, capsys):
+async def test_credentials_that_fail_the_check_are_not_written(fake, tmp_path, capsys, logs):
     fake.script_registration("success")
     fake.fail("POST", "/auth/v3/tenant_access_token/internal", 10014, times=None)
     env = tmp_path / ".env"
@@ -234,10 +242,10 @@ async def test_credentials_that_fail_the_check_are_not_written(fake, tmp_path, c
     [app_id] = fake.registered_apps
     assert app_id in err and "could not be checked" in err
     assert fake.registered_apps[app_id] not in err
+    assert fake.registered_apps[app_id] not in logs.text
 
 
-async def test_a_lark_tenant_switches_host_once(fake, clock, tmp_path, capsys, caplog):
-    caplog.set_level(logging.DEBUG)
+async def test_a_lark_tenant_switches_host_once(fake, clock, tmp_path, capsys, logs):
     fake.script_registration("pending", "lark", "pending", "success")
     env = tmp_path / ".env"
 
@@ -256,7 +264,7 @@ async def test_a_lark_tenant_switches_host_once(fake, clock, tmp_path, capsys, c
     # Checked where FEISHU_DOMAIN points (the emulator), and written for the Lark app.
     assert values["FEISHU_DOMAIN"] == fake.domain
     assert "Lark" in capsys.readouterr().out
-    assert fake.registered_apps[registration.app_id] not in caplog.text
+    assert fake.registered_apps[registration.app_id] not in logs.text
 
 
 async def test_lark_flag_starts_on_the_lark_host(fake, tmp_path):
