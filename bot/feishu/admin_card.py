@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .approval_card import format_time, mention, mentions
+from .card_elements import markdown as _markdown
 
 ADMIN_ACTION = "admin"  # the "action" field of every admin button value
 READ_ONLY_SETTING = "read_only"
@@ -107,7 +108,3 @@ def _toggle(view: AdminCardView) -> dict[str, Any]:
             },
         }
     return button
-
-
-def _markdown(element_id: str, content: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": element_id, "content": content}

@@ -21,6 +21,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from .card_elements import markdown as _markdown
+
 INLINE_CHARS = 1_500  # up to this (and INLINE_LINES), the arguments show without a panel
 INLINE_LINES = 40
 CHUNK_CHARS = 2_000  # one markdown element each: well under what an element drops
@@ -164,10 +166,6 @@ def visible(text: str, keep: str = "") -> str:
         f"\\u{ord(ch):04x}" if ch not in keep and unicodedata.category(ch) in _HIDDEN else ch
         for ch in text
     )
-
-
-def _markdown(element_id: str, content: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": element_id, "content": content}
 
 
 def _json_bytes(value: Any) -> int:

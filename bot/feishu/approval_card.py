@@ -31,6 +31,8 @@ from bot.approval_states import ApprovalState
 from bot.timezones import UnknownTimeZone, time_zone
 
 from .approval_arguments import ShownArguments, arguments_elements, visible
+from .card_elements import footer as _footer
+from .card_elements import markdown as _markdown
 
 APPROVAL_ACTION = "approval"  # the "action" field of every approval button value
 DECISIONS = ("approve", "approve_session", "deny")
@@ -313,22 +315,4 @@ def _buttons(
             }
             for element_id, label, kind, decision in buttons
         ],
-    }
-
-
-def _markdown(element_id: str, content: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": element_id, "content": content}
-
-
-def _footer(text: str) -> dict[str, Any]:
-    # Plain text: shown as it is, in small grey type.
-    return {
-        "tag": "div",
-        "element_id": "footer",
-        "text": {
-            "tag": "plain_text",
-            "content": text,
-            "text_size": "notation",
-            "text_color": "grey",
-        },
     }

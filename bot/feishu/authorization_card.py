@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from .approval_arguments import visible
 from .approval_card import escape_markdown, format_time, mention
+from .card_elements import footer as _footer
+from .card_elements import markdown as _markdown
 
 CardState = Literal["pending", "authorised", "expired", "cancelled", "refused"]
 Flow = Literal["code", "device"]
@@ -145,20 +147,3 @@ def _inline(text: str, limit: int) -> str:
     if len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
     return escape_markdown(flat)
-
-
-def _markdown(element_id: str, content: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": element_id, "content": content}
-
-
-def _footer(text: str) -> dict[str, Any]:
-    return {
-        "tag": "div",
-        "element_id": "footer",
-        "text": {
-            "tag": "plain_text",
-            "content": text,
-            "text_size": "notation",
-            "text_color": "grey",
-        },
-    }

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .card_elements import markdown as _markdown
 from .live_plan import PlanView, plan_markdown
 from .render import TABLES_PER_CARD, limit_tables
 
@@ -191,13 +192,6 @@ def final_card(*, steps: str | None, answer: str, footer: str, summary: str) -> 
 def summary_of(text: str) -> str:
     plain = " ".join(re.sub(r"[#*`>|_\[\]]", "", text).split())
     return plain[:60] + ("…" if len(plain) > 60 else "") if plain else "larkgate"
-
-
-def _markdown(element_id: str, content: str, *, size: str | None = None) -> dict[str, Any]:
-    element: dict[str, Any] = {"tag": "markdown", "element_id": element_id, "content": content}
-    if size:
-        element["text_size"] = size
-    return element
 
 
 def _escape(text: str) -> str:

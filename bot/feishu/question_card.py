@@ -38,6 +38,8 @@ from typing import Any, Literal
 
 from .approval_arguments import visible
 from .approval_card import escape_markdown, format_time, mention
+from .card_elements import footer as _footer
+from .card_elements import markdown as _markdown
 from .events import CardAction
 
 QUESTION_ACTION = "question"  # the "action" field of every question-card button value
@@ -276,29 +278,9 @@ def _inline(text: str, limit: int) -> str:
     return escape_markdown(flat)
 
 
-def _markdown(element_id: str, content: str, *, size: str | None = None) -> dict[str, Any]:
-    element: dict[str, Any] = {"tag": "markdown", "element_id": element_id, "content": content}
-    if size:
-        element["text_size"] = size
-    return element
-
-
 def _plain(element_id: str, content: str) -> dict[str, Any]:
     return {
         "tag": "div",
         "element_id": element_id,
         "text": {"tag": "plain_text", "content": content},
-    }
-
-
-def _footer(text: str) -> dict[str, Any]:
-    return {
-        "tag": "div",
-        "element_id": "footer",
-        "text": {
-            "tag": "plain_text",
-            "content": text,
-            "text_size": "notation",
-            "text_color": "grey",
-        },
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .approval_card import escape_markdown
+from .card_elements import markdown as _markdown
 
 SCHEDULE_ACTION = "schedule"  # the "action" field of every schedules-card button value
 SHOWN = 30  # a card has an element budget: beyond this, the console lists them all
@@ -102,7 +103,3 @@ def _cancel_button(index: int, row: ScheduleRow) -> dict[str, Any]:
             "text": {"tag": "plain_text", "content": row.name[:200]},
         },
     }
-
-
-def _markdown(element_id: str, content: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": element_id, "content": content}
