@@ -273,7 +273,13 @@ class Questions:
         record = await self._store.get(click.question_id)
         if record is None:
             return toast("error", "This question is unknown.")
-        if record.card_message_id and action.open_message_id != record.card_message_id:
+        # Only from the question's own card in its own chat (a value copied onto another
+        # card, or a click before the card was linked, answers nothing), as for approvals.
+        if (
+            not record.card_message_id
+            or action.open_message_id != record.card_message_id
+            or action.open_chat_id != record.chat_id
+        ):
             return toast("error", "This button is not on the question's card.")
         if click.option is not None:
             if click.option >= len(record.options):

@@ -8,10 +8,11 @@ import json
 from typing import Any
 
 from bot.feishu.question_card import ANSWER_FIELD
+from bot.sandbox.push import message_event
 from bot.store import CheckpointStore
 from bot.store.questions import QuestionStore
 
-from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
+from e2e.harness import BOT_OPEN_ID, VERIFICATION_TOKEN, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
 from support.model_calls import is_synthesis
 
@@ -67,6 +68,17 @@ def _answer(bot: Bot, message_id: str) -> str:
     )
 
 
+async def _say(bot: Bot, message_id: str, text: str, **fields: Any) -> None:
+    """A message the emulator knows too, so the bot's replies land in its chat (the
+    question card's clicks come from there)."""
+    fields.setdefault("chat_id", "oc_dm")
+    envelope = message_event(
+        message_id=message_id, text=text, verification_token=VERIFICATION_TOKEN, **fields
+    )
+    bot.feishu.add_event_message(envelope)
+    await bot.push(envelope)
+
+
 def _start(tmp_path, feishu, llm_server, owner: str = "first", **overrides: Any):
     settings = settings_for(tmp_path, feishu, llm_server, **overrides)
     return running_bot(settings, feishu, llm_server, owner=owner)
@@ -75,7 +87,7 @@ def _start(tmp_path, feishu, llm_server, owner: str = "first", **overrides: Any)
 async def test_the_asker_picks_an_option_and_the_run_goes_on_with_it(tmp_path, feishu, llm_server):
     llm_server.handler = asking(["staging", "prod"])
     async with _start(tmp_path, feishu, llm_server) as bot:
-        await bot.say("om_q1", "deploy the api")
+        await _say(bot, "om_q1", "deploy the api")
         card = await _question_card(bot, "om_q1")
         answer = await bot.press(card, "prod", by=USER)
         assert answer["toast"]["type"] == "success"
@@ -91,7 +103,7 @@ async def test_the_asker_picks_an_option_and_the_run_goes_on_with_it(tmp_path, f
 async def test_a_free_text_answer_comes_through_the_form(tmp_path, feishu, llm_server):
     llm_server.handler = asking(None)
     async with _start(tmp_path, feishu, llm_server) as bot:
-        await bot.say("om_q2", "deploy the api")
+        await _say(bot, "om_q2", "deploy the api")
         card = await _question_card(bot, "om_q2")
         typed = "the EU region first [x](https://evil) <at id=all></at>"
         answer = await bot.submit_form(card, {ANSWER_FIELD: typed}, by=USER)
@@ -104,8 +116,8 @@ async def test_a_free_text_answer_comes_through_the_form(tmp_path, feishu, llm_s
 async def test_in_a_group_only_the_asker_answers(tmp_path, feishu, llm_server):
     llm_server.handler = asking(["staging", "prod"])
     async with _start(tmp_path, feishu, llm_server) as bot:
-        await bot.say(
-            "om_q3", "@_user_1 deploy", chat_type="group", chat_id="oc_team", mentions=MENTION
+        await _say(
+            bot, "om_q3", "@_user_1 deploy", chat_type="group", chat_id="oc_team", mentions=MENTION
         )
         card = await _question_card(bot, "om_q3")
         stranger = await bot.press(card, "prod", by="ou_mallory")
@@ -128,7 +140,7 @@ def _question_id(bot: Bot, card_message_id: str) -> str:
 async def test_nobody_answering_is_said(tmp_path, feishu, llm_server):
     llm_server.handler = asking(["staging", "prod"])
     async with _start(tmp_path, feishu, llm_server, larkgate_question_ttl_seconds=2) as bot:
-        await bot.say("om_q4", "deploy the api")
+        await _say(bot, "om_q4", "deploy the api")
         card = await _question_card(bot, "om_q4")
         await bot.reply("om_q4", within=20)
         await bot.settle()
@@ -144,7 +156,7 @@ def _has_buttons(bot: Bot, message_id: str) -> bool:
 async def test_a_question_outlives_a_restart(tmp_path, feishu, llm_server):
     llm_server.handler = asking(["staging", "prod"])
     async with _start(tmp_path, feishu, llm_server, owner="first") as bot:
-        await bot.say("om_q5", "deploy the api")
+        await _say(bot, "om_q5", "deploy the api")
         card = await _question_card(bot, "om_q5")
         assert await CheckpointStore(bot.services.database).for_message("om_q5") is not None
     before = len(llm_server.requests)
@@ -165,7 +177,7 @@ async def test_a_forged_or_misplaced_click_answers_nothing(tmp_path, feishu, llm
     value), or the question's real value clicked from another message, changes nothing."""
     llm_server.handler = asking(["staging", "prod"])
     async with _start(tmp_path, feishu, llm_server) as bot:
-        await bot.say("om_q6", "deploy the api")
+        await _say(bot, "om_q6", "deploy the api")
         card = await _question_card(bot, "om_q6")
         question_id = _question_id(bot, card)
         forged = {"action": "question", "question_id": question_id, "option": 1}
@@ -177,6 +189,8 @@ async def test_a_forged_or_misplaced_click_answers_nothing(tmp_path, feishu, llm
         ]
         elsewhere = await bot.click(sealed, by=USER, card_message_id="om_other_card")
         assert elsewhere["toast"]["type"] == "error"
+        other_chat = await bot.click(sealed, by=USER, card_message_id=card, chat_id="oc_other")
+        assert other_chat["toast"]["type"] == "error"
         record = await QuestionStore(bot.services.database).get(question_id)
         assert record is not None and record.state == "pending"
         mine = await bot.click(sealed, by=USER, card_message_id=card)
