@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -532,25 +533,36 @@ async def test_an_approval_for_a_write_as_the_user_says_as_whom(as_user, feishu)
         await bot.settle()
 
 
-async def test_a_callback_on_another_replica_resumes_the_waiting_turn(tmp_path, feishu, llm_server):
+def _replicas_of(tmp_path, feishu, llm_server) -> Callable[[str], Any]:
+    """Processes of one deployment (same database), with the tool that acts as the asker
+    and a model that calls it: ``start(owner)`` runs one."""
     from connectors.config import ConnectorsConfig
 
     llm_server.handler = calling("my_name")
     feishu.workspace.add_user(ALICE, "Alice Asker")
     settings = settings_for(
-        tmp_path,
-        feishu,
-        llm_server,
-        larkgate_token_key=TOKEN_KEY,
-        larkgate_public_url=PUBLIC_URL,
+        tmp_path, feishu, llm_server, larkgate_token_key=TOKEN_KEY, larkgate_public_url=PUBLIC_URL
     )
-    extra = {
-        "connectors": ConnectorsConfig({"asme": {}}, explicit=True),
-        "connector_classes": CONNECTORS,
-    }
+    connectors = ConnectorsConfig({"asme": {}}, explicit=True)
+
+    def start(owner: str) -> Any:
+        return running_bot(
+            settings,
+            feishu,
+            llm_server,
+            owner=owner,
+            connectors=connectors,
+            connector_classes=CONNECTORS,
+        )
+
+    return start
+
+
+async def test_a_callback_on_another_replica_resumes_the_waiting_turn(tmp_path, feishu, llm_server):
+    start = _replicas_of(tmp_path, feishu, llm_server)
     async with (
-        running_bot(settings, feishu, llm_server, owner="replica-a", **extra) as a,
-        running_bot(settings, feishu, llm_server, owner="replica-b", **extra) as b,
+        start("replica-a") as a,
+        start("replica-b") as b,
     ):
         await a.say("om_1", "my name?")
         card = await auth_card(a, "om_1")
@@ -565,26 +577,12 @@ async def test_a_consent_asked_before_a_restart_resumes_the_saved_run(tmp_path, 
     """The card's link, followed after the process that posted it stopped, completes the
     request; the process that resumed the run waits for that request (no second card) and
     goes on from where the run was."""
-    from connectors.config import ConnectorsConfig
-
-    llm_server.handler = calling("my_name")
-    feishu.workspace.add_user(ALICE, "Alice Asker")
-    settings = settings_for(
-        tmp_path,
-        feishu,
-        llm_server,
-        larkgate_token_key=TOKEN_KEY,
-        larkgate_public_url=PUBLIC_URL,
-    )
-    extra = {
-        "connectors": ConnectorsConfig({"asme": {}}, explicit=True),
-        "connector_classes": CONNECTORS,
-    }
-    async with running_bot(settings, feishu, llm_server, owner="first", **extra) as first:
+    start = _replicas_of(tmp_path, feishu, llm_server)
+    async with start("first") as first:
         await first.say("om_1", "my name?")
         card = await auth_card(first, "om_1")
     calls = len(llm_server.requests)
-    async with running_bot(settings, feishu, llm_server, owner="second", **extra) as second:
+    async with start("second") as second:
         await second.wait_for(lambda: len(second.services.user_auth.waits) == 1, within=30)
         status, _, _ = await follow(card_link(card.content), second.url, as_user=ALICE)
         assert status == 200
