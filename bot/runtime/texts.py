@@ -39,6 +39,8 @@ RESET_WHILE_WAITING = (
     "_This request did not go on: the conversation was reset (`/reset`) while it waited. "
     "Ask again if you still need it._"
 )
+# The note of a wait its saved run went on without (its call was not made again).
+RUN_ENDED_WITHOUT_IT = "the request went on without this call after the bot restarted"
 NOT_ALLOWED_ANY_MORE = (
     "_This request did not go on: the bot no longer answers in this chat (it was taken "
     "off the allowed chats while the request waited)._"

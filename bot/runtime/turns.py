@@ -305,6 +305,13 @@ class TurnRunner:
                 ),
             )
         await self._record(finished, ran.result, ran.events)
+        if finished.checkpointed and self._checkpoints is not None:
+            # A saved run may end with a wait its resumed run never met again (the call's
+            # tool not offered any more: read-only mode, a tool gone): its card closes too.
+            try:
+                await self._checkpoints.abandoned(finished.run_id, texts.RUN_ENDED_WITHOUT_IT)
+            except Exception:
+                logger.exception("closing what run %s left waiting failed", finished.run_id)
         return ran.result.status
 
     def _parking(self, turn: Turn, live: LiveAnswer, facts: TurnFacts) -> TurnParking | None:

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bot.governance.gate import TAMPERED_NOTE
+from bot.runtime import texts
 from bot.runtime.parking import CheckpointSeal, checkpoint_key, encode
 from bot.store import CheckpointStore, ConversationStore, Database, MessageLedger
 from bot.store.approvals import ApprovalStore
@@ -159,13 +161,15 @@ async def test_read_only_switched_on_during_the_wait_refuses_the_write_after_a_r
     async with _start(tmp_path, feishu, llm_server, deployer, "second") as bot:
         await bot.reply("om_d5", within=30)
         await bot.settle()
-        late = await bot.click(card.approve, by=ADMIN, card_message_id=card.message_id)
-        assert late["toast"]["type"] in ("info", "warning")
         # The run goes on offered only what read-only mode allows: the write is not among
-        # its tools, and the click on its card cancels the approval for read-only mode.
+        # its tools (the model is told so), and its approval is closed with the run.
+        resumed = [r.body for r in llm_server.requests if r.body.get("tools")][-1]
+        assert "deploy" not in {t["function"]["name"] for t in resumed["tools"]}
+        assert "unknown tool 'deploy'" in answer_text(bot, "om_d5")
         record = await ApprovalStore(bot.services.database).get(card.approve["approval_id"])
-        assert record.state == "cancelled" and record.note == "read-only mode"
-        assert "deploy" in answer_text(bot, "om_d5")
+        assert (record.state, record.note) == ("cancelled", texts.RUN_ENDED_WITHOUT_IT)
+        late = await bot.click(card.approve, by=ADMIN, card_message_id=card.message_id)
+        assert late["toast"]["type"] == "info"
     assert deployer.runs == []
 
 
@@ -285,10 +289,9 @@ async def test_a_resealed_checkpoint_with_other_arguments_is_refused_by_the_gate
         await bot.reply("om_d8", within=30)
         await bot.settle()
         record = await ApprovalStore(bot.services.database).get(card.approve["approval_id"])
-        assert record.state == "cancelled"
-        assert "not the one shown" in json.dumps(answer_text(bot, "om_d8")) or "not the one" in (
-            record.note or ""
-        )
+        assert (record.state, record.note) == ("cancelled", TAMPERED_NOTE)
+        # The model was told why the call did not run, and said so.
+        assert "not the one shown" in answer_text(bot, "om_d8")
     assert deployer.runs == []
 
 
