@@ -17,8 +17,7 @@ processes may share one PostgreSQL database, as replicas behind a load balancer 
 ran them, and write the counts there as JSON at shutdown (both backends; PostgreSQL's own
 statistics also count what SQLAlchemy runs outside them, such as pool pings).
 
-It serves as ``larkgate serve`` does, behind the push front (``bot.serving``);
-``BENCH_AIOHTTP_ONLY=1`` serves every request through aiohttp alone, for comparison.
+It serves as ``larkgate serve`` does (``bot.serving``, aiohttp's server).
 """
 
 from __future__ import annotations
@@ -143,10 +142,7 @@ def main() -> None:
         freeze_after_startup(app)  # as larkgate serve does
     # The loop larkgate serve would run on (LARKGATE_EVENT_LOOP=asyncio compares).
     loop = serving_event_loop(settings.larkgate_event_loop)
-    if os.environ.get("BENCH_AIOHTTP_ONLY"):  # set: every push through aiohttp, as before
-        web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=loop)
-    else:  # as larkgate serve does: the push front, then aiohttp
-        serve(app, host="127.0.0.1", port=args.port, shutdown_timeout=65.0, loop=loop)
+    serve(app, host="127.0.0.1", port=args.port, shutdown_timeout=65.0, loop=loop)
 
 
 if __name__ == "__main__":

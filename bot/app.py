@@ -22,7 +22,6 @@ from bot.feishu.config import FeishuConfig
 from bot.feishu.events import Rejected, parse_card_action
 from bot.feishu.long_connection import LongConnection
 from bot.feishu.oauth_callback import CallbackPage, CallbackQuery, Complete, oauth_callback_handler
-from bot.feishu.push_front import PUSH_ANSWERER
 from bot.feishu.routes import EVENTS_PATH, PushAnswerer, card_handler, events_handler
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
 from bot.governance.actions import toast
@@ -30,6 +29,7 @@ from bot.governance.service import Governance
 from bot.governance.user_auth.config import CALLBACK_PATH
 from bot.media.limits import ReaderLimits
 from bot.metrics import Metrics
+from bot.network import Network
 from bot.runtime.intake import MESSAGE_EVENT
 from bot.runtime.schedule_console import ScheduleConsole
 from bot.store import RunStore
@@ -98,10 +98,7 @@ def create_app(
             return toast("info", "This button is no longer active.")
         return await app[SERVICES].governance.card_actions(action)
 
-    pushes = PushAnswerer(verifier, on_event)
-    app.router.add_post(EVENTS_PATH, events_handler(pushes))
-    # For the push front, which answers plain pushes itself (see ``bot.serving``).
-    app[PUSH_ANSWERER] = pushes
+    app.router.add_post(EVENTS_PATH, events_handler(PushAnswerer(verifier, on_event)))
     app.router.add_post("/feishu/card", card_handler(verifier, on_card))
     if user_auth is not None and user_auth.flow == "code":
         app.router.add_get(CALLBACK_PATH, oauth_callback_handler(_oauth_callback(app)))
@@ -116,7 +113,9 @@ def create_app(
     app[STARTUP_WARNINGS] = (unsigned_warning,) if unsigned_warning else ()
     if settings.feishu_event_mode == "ws":
         # After the lifecycle (services are ready), so it is closed before them.
-        app.cleanup_ctx.append(_long_connection(feishu_config, on_event, on_card))
+        app.cleanup_ctx.append(
+            _long_connection(feishu_config, settings.network(), on_event, on_card)
+        )
     return app
 
 
@@ -242,13 +241,14 @@ async def _purge_replays(governance: Governance) -> None:
 
 def _long_connection(
     config: FeishuConfig,
+    network: Network,
     on_event: Callable[[VerifiedEvent], Awaitable[None]],
     on_card: Callable[[VerifiedEvent], Awaitable[dict[str, Any]]],
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """Events and card callbacks over Feishu's long connection, into the webhook's handlers."""
 
     async def long_connection(app: web.Application) -> AsyncIterator[None]:
-        connection = LongConnection(config, on_event=on_event, on_card=on_card)
+        connection = LongConnection(config, on_event=on_event, on_card=on_card, network=network)
         connection.start()
         app[LONG_CONNECTION] = connection
         try:

@@ -72,6 +72,7 @@ from bot.feishu.errors import (
     FeishuTransportError,
 )
 from bot.governance.user_auth.config import OFF_DETAIL
+from bot.network import Network, model_http_client
 from bot.runtime.api_budget import ApiUsage
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from bot.timezones import time_zone
@@ -211,17 +212,18 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     results.append(_session_grants(settings))
     results.append(_user_auth(settings))
     results.append(await _api_budget(settings))
-    async with FeishuClient(settings.feishu(), timeout=TIMEOUT) as feishu:
+    network = settings.network()
+    async with FeishuClient(settings.feishu(), timeout=TIMEOUT, network=network) as feishu:
         hub = await ConnectorHub.build(
             settings.connectors(),
-            ConnectorContext(feishu=feishu),
+            ConnectorContext(feishu=feishu, network=network),
             feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
         )
         try:
             workspace = any(c.name == WORKSPACE_CONNECTOR for c in hub.connectors)
             results += await _feishu(feishu, settings, workspace_tools=workspace)
-            results.append(await _llm(settings))
-            results += await _hint_models(settings)
+            results.append(await _llm(settings, network))
+            results += await _hint_models(settings, network)
             for status in await hub.check():
                 detail = f"{status.detail} ({status.tools} tools)" if status.ok else status.detail
                 results.append(CheckResult(f"connector {status.name}", status.ok, detail))
@@ -417,14 +419,14 @@ def missing_scope_text(exc: FeishuScopeMissing, why: str = "") -> str:
     return f"missing scope: {names}{why}; {SCOPE_HINT}{grant}"
 
 
-async def _llm(settings: Settings) -> CheckResult:
+async def _llm(settings: Settings, network: Network) -> CheckResult:
     config = settings.llm()
     if not (config.base_url and config.model):
         return CheckResult("llm", False, "LLM_BASE_URL and LLM_MODEL are not set")
-    return await _model_answers("llm", config)
+    return await _model_answers("llm", config, network)
 
 
-async def _hint_models(settings: Settings) -> list[CheckResult]:
+async def _hint_models(settings: Settings, network: Network) -> list[CheckResult]:
     """The agent mode, and each model configured for a hint ([models] in larkgate.toml)."""
     name = "agent mode"
     try:
@@ -441,17 +443,18 @@ async def _hint_models(settings: Settings) -> list[CheckResult]:
     )
     results = [CheckResult(name, True, summary)]
     for hint, config in hinted.items():
-        results.append(await _model_answers(f"llm {hint}", config))
+        results.append(await _model_answers(f"llm {hint}", config, network))
     return results
 
 
-async def _model_answers(name: str, config: LLMConfig) -> CheckResult:
+async def _model_answers(name: str, config: LLMConfig, network: Network) -> CheckResult:
     llm = OpenAICompatibleLLM(
         base_url=config.base_url,
         api_key=config.api_key,
         model=config.model,
         timeout=TIMEOUT,
         max_retries=1,
+        http_client=model_http_client(network),
     )
     try:
         response = await llm.chat([Message.user("Reply with the single word: ok")], max_tokens=5)
@@ -460,7 +463,11 @@ async def _model_answers(name: str, config: LLMConfig) -> CheckResult:
     finally:
         await llm.aclose()
     report = await probe_endpoint(
-        config.base_url, config.api_key, config.model, request_timeout=TIMEOUT
+        config.base_url,
+        config.api_key,
+        config.model,
+        request_timeout=TIMEOUT,
+        http_client=model_http_client(network),
     )
     answered = f"{config.model} answered {response.content.strip()[:20]!r}"
     return _probed(name, config, answered, report)

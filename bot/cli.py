@@ -9,12 +9,14 @@ import gc
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aiohttp import web
 
 from bot.config import Settings, SettingsError, load_settings
+from bot.network import export_from_env_file
 from bot.timezones import time_zone
 
 
@@ -65,12 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--action", help="only actions starting with this, e.g. approval. or readonly."
     )
     args = parser.parse_args(argv)
+    # Proxies and CA files are read by the HTTP libraries from the environment only: an
+    # env file's are put there first (the environment's own win).
+    env_file = Path(args.env_file if args.command == "setup" else ".env")
+    export_from_env_file(env_file)
     if args.command == "setup":  # writes the settings, so it needs none of them
-        from pathlib import Path
-
         from bot.onboarding import Options, run
 
-        return run(Options(Path(args.env_file), webhook=args.webhook, lark=args.lark))
+        return run(Options(env_file, webhook=args.webhook, lark=args.lark))
 
     try:
         serving_mode = args.command == "serve" and args.mode

@@ -29,6 +29,7 @@ from bot.governance.config import (
 )
 from bot.governance.seal import derive_button_key
 from bot.governance.user_auth.config import UserAuthConfig
+from bot.network import Network, NetworkSettingError
 from bot.timezones import check_time_zone
 from connectors.config import ConnectorsConfig, merge_environment
 
@@ -128,6 +129,9 @@ class Settings(BaseSettings):
     # How long ask_user's question waits for its answer before the model hears nobody answered.
     larkgate_question_ttl_seconds: int = Field(default=600, ge=1)
     larkgate_console_token: SecretStr = SecretStr("")
+    # A company CA (PEM) that larkgate's outbound calls trust besides the default roots
+    # (bot/network.py); proxies come from HTTP_PROXY/HTTPS_PROXY/NO_PROXY.
+    larkgate_ca_bundle: Path | None = None
     # The bot's public base URL (e.g. https://bot.example.com): links on cards to the web
     # console, and the OAuth callback's address.
     larkgate_public_url: str = ""
@@ -228,6 +232,18 @@ class Settings(BaseSettings):
         """larkgate.toml as parsed, read at the first need ({} without one)."""
         path = self.larkgate_config
         return self._once("file", lambda: _read_toml(path) if path is not None else {})
+
+    def network(self) -> Network:
+        """How outbound calls reach the outside (the environment's proxies, the CA)."""
+        return self._once("network", lambda: self._network())
+
+    def _network(self) -> Network:
+        network = Network(ca_bundle=self.larkgate_ca_bundle)
+        try:
+            network.ssl_context  # noqa: B018  # a CA file that cannot be read fails here
+        except NetworkSettingError as exc:
+            raise SettingsError(str(exc)) from None
+        return network
 
     def feishu(self) -> FeishuConfig:
         return self._once(

@@ -14,8 +14,9 @@ bot's own Feishu client, then written into the env file in place (other lines ke
 ``FEISHU_ACCOUNTS_URL`` / ``LARK_ACCOUNTS_URL`` replace the accounts hosts (tests, private
 deployments): they are the SDK's ``domain`` / ``lark_domain``. ``FEISHU_DOMAIN``, when it
 names neither public open platform, is where the new credentials are checked and what a
-Lark app's ``FEISHU_DOMAIN`` is written as. The SDK's HTTP client (httpx) honours
-``HTTP(S)_PROXY``, ``NO_PROXY`` and ``SSL_CERT_FILE`` like the bot's other calls.
+Lark app's ``FEISHU_DOMAIN`` is written as. The registration's requests go through the
+bot's own HTTP session (``bot.network``): ``HTTP(S)_PROXY``, ``NO_PROXY``,
+``SSL_CERT_FILE`` and ``LARKGATE_CA_BUNDLE`` apply as to every other call.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
+
+import aiohttp
 
 from bot.feishu.client import BotInfo, FeishuClient
 from bot.feishu.config import FeishuConfig
 from bot.feishu.errors import FeishuError
+from bot.network import Network, NetworkSettingError, ProxiedSession
 
 logger = logging.getLogger(__name__)
 
@@ -114,15 +118,17 @@ async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> No
     def setting(name: str) -> str:
         return environ.get(name) or current.get(name) or ""
 
+    network = _network(setting("LARKGATE_CA_BUNDLE"))
     app = await register(
         feishu_accounts=environ.get("FEISHU_ACCOUNTS_URL") or FEISHU_ACCOUNTS,
         lark_accounts=environ.get("LARK_ACCOUNTS_URL") or LARK_ACCOUNTS,
         lark=options.lark,
         out=out,
+        network=network,
     )
     domain = open_domain(app.brand, setting("FEISHU_DOMAIN"))
     print(f"App {app.app_id} created; checking its credentials…", file=out, flush=True)
-    bot = await check_credentials(app, domain)
+    bot = await check_credentials(app, domain, network)
 
     values = {
         "FEISHU_APP_ID": app.app_id,
@@ -138,10 +144,16 @@ async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> No
     _report(out, options.env_file, app, bot, domain, values, webhook, setting)
 
 
-async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out: TextIO) -> NewApp:
+async def register(
+    *,
+    feishu_accounts: str,
+    lark_accounts: str,
+    lark: bool,
+    out: TextIO,
+    network: Network | None = None,
+) -> NewApp:
     """Run the one-scan registration; a SetupFailed on a refusal, an expired link or a
     network failure."""
-    from lark_oapi.scene.registration import aregister_app
     from lark_oapi.scene.registration.errors import (
         AppAccessDeniedError,
         AppExpiredError,
@@ -167,17 +179,19 @@ async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out:
             logger.info("registration: asked to slow down, polling every %s s", info["interval"])
 
     start = lark_accounts if lark else feishu_accounts
+    session = (network or Network()).client_session(timeout=aiohttp.ClientTimeout(total=30))
     try:
-        result = await aregister_app(
-            on_qr_code=show,
-            on_status_change=status,
-            source="larkgate",
-            domain=start.rstrip("/"),
-            lark_domain=lark_accounts.rstrip("/"),
+        flow = _registration_flow(session)(
+            show,
+            status,
+            "larkgate",
+            start.rstrip("/"),
+            lark_accounts.rstrip("/"),
             app_preset=APP_PRESET,
             addons=ADDONS,
             create_only=True,
         )
+        result = await flow.run()
     except AppAccessDeniedError:
         raise SetupFailed(
             "the new app was refused on the confirmation page; nothing was written"
@@ -189,13 +203,15 @@ async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out:
         ) from None
     except RegisterAppError as exc:
         raise SetupFailed(f"the registration failed: {exc.code}: {exc.description}") from None
-    except (OSError, ValueError, KeyError, TypeError, _http_error()) as exc:
+    except (OSError, ValueError, KeyError, TypeError, aiohttp.ClientError) as exc:
         # No usable answer from the accounts host: the network, a proxy, a gateway's page.
         host = lark_accounts if switched else start
         raise SetupFailed(
             f"could not reach {urlsplit(host).netloc or host} to register the app "
             f"({type(exc).__name__}: {_short(exc)}); nothing was written"
         ) from None
+    finally:
+        await session.close()
     user_info = result.get("user_info") or {}
     brand = "lark" if lark or switched or user_info.get("tenant_brand") == "lark" else "feishu"
     return NewApp(
@@ -206,7 +222,7 @@ async def register(*, feishu_accounts: str, lark_accounts: str, lark: bool, out:
     )
 
 
-async def check_credentials(app: NewApp, domain: str) -> BotInfo:
+async def check_credentials(app: NewApp, domain: str, network: Network | None = None) -> BotInfo:
     """A tenant token for the new app, then its bot's identity; SetupFailed otherwise."""
     config = FeishuConfig(
         app_id=app.app_id,
@@ -217,7 +233,7 @@ async def check_credentials(app: NewApp, domain: str) -> BotInfo:
     )
     console = f"{_console(domain)}/app/{app.app_id}"
     try:
-        async with FeishuClient(config, timeout=10.0) as client:
+        async with FeishuClient(config, timeout=10.0, network=network) as client:
             async with asyncio.timeout(CHECK_TIMEOUT):
                 await client.tokens.get()
                 return await client.bot_info()
@@ -402,10 +418,40 @@ def webhook_base(url: str) -> str:
     return base
 
 
-def _http_error() -> type[Exception]:
-    import httpx
+def _network(ca_bundle: str) -> Network:
+    """The proxies of the environment and the CA ``LARKGATE_CA_BUNDLE`` names, checked
+    before an app is made."""
+    network = Network(ca_bundle=Path(ca_bundle) if ca_bundle.strip() else None)
+    try:
+        network.ssl_context  # noqa: B018  # an unreadable CA file fails here, not later
+    except NetworkSettingError as exc:
+        raise SetupFailed(f"{exc}; nothing was registered") from None
+    return network
 
-    return httpx.HTTPError
+
+def _registration_flow(session: ProxiedSession) -> Any:
+    """lark-oapi's registration flow (``aregister_app``'s), its one HTTP call sent over
+    ``session``: the SDK's own makes a new httpx client per poll, which knows neither
+    ``LARKGATE_CA_BUNDLE`` nor the bot's session (docs/architecture.md, "lark-oapi
+    beyond its public API")."""
+    from lark_oapi.scene.registration import _ENDPOINT, _AsyncFlow
+
+    class Flow(_AsyncFlow):
+        async def _post(self, data: dict[str, Any]) -> Any:
+            url = self._base_url + _ENDPOINT
+            async with session.post(
+                url,
+                data=urlencode(data),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            ) as response:
+                # The action and the URL only: the form carries the device code.
+                logger.debug(
+                    "registration: %s at %s: HTTP %d", data["action"], url, response.status
+                )
+                # The SDK reads the JSON whatever the status (an error is a JSON answer).
+                return await response.json(content_type=None)
+
+    return Flow
 
 
 def _short(exc: BaseException) -> str:

@@ -1,10 +1,10 @@
-"""Serving the app: aiohttp's runner behind the push front (``bot.feishu.push_front``).
+"""Serving the app on aiohttp's runner, on the event loop ``larkgate serve`` chose.
 
-``serve`` is ``web.run_app`` with a ``PushSite`` instead of a ``TCPSite``, and nothing
-else changed: the same signals stop it (SIGINT, SIGTERM), the same graceful shutdown
-(the sites stop, the app's shutdown and cleanup run within ``shutdown_timeout``), the
-same cancellation of what is left. ``start_site`` is the site for a runner that is
-set up, for whoever runs its own loop (``larkgate dev``, the tests).
+``serve`` is ``web.run_app`` on a given loop: the same signals stop it (SIGINT,
+SIGTERM), the same graceful shutdown (the sites stop, the app's shutdown and cleanup
+run within ``shutdown_timeout``), the same cancellation of what is left. ``start_site``
+is the site for a runner that is set up, for whoever runs its own loop (``larkgate
+dev``, the tests).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.feishu.push_front import PUSH_ANSWERER, PushSite
-
 
 async def start_site(
     runner: web.AppRunner,
@@ -24,14 +22,10 @@ async def start_site(
     port: int = 0,
     *,
     sock: socket.socket | None = None,
-    shutdown_timeout: float = 60.0,
 ) -> web.BaseSite:
-    """A started site for `runner` on `host` and `port`, or on the bound `sock`: the push
-    front when the app answers pushes, else aiohttp's own."""
+    """A started site for `runner` on `host` and `port`, or on the bound `sock`."""
     site: web.BaseSite
-    if PUSH_ANSWERER in runner.app:
-        site = PushSite(runner, host, port, sock=sock, shutdown_timeout=shutdown_timeout)
-    elif sock is not None:
+    if sock is not None:
         site = web.SockSite(runner, sock)
     else:
         site = web.TCPSite(runner, host, port)
@@ -70,7 +64,7 @@ async def _serve(app: web.Application, host: str, port: int, shutdown_timeout: f
     )
     await runner.setup()
     try:
-        await start_site(runner, host, port, shutdown_timeout=shutdown_timeout)
+        await start_site(runner, host, port)
         await asyncio.Event().wait()  # until a signal ends the loop's run
     finally:
         await runner.cleanup()

@@ -45,6 +45,7 @@ from bot.governance.user_auth.service import UserAuth, build_user_auth
 from bot.media.limits import ReaderLimits
 from bot.media.reader_pool import ReaderPool
 from bot.metrics import MeteredLLM, Metrics
+from bot.network import Network, model_http_client
 from bot.runtime import texts
 from bot.runtime.admission import Admission
 from bot.runtime.agents import AgentBuilder
@@ -208,7 +209,7 @@ async def build_connectors(
     config = overrides.connectors or settings.connectors()
     return await ConnectorHub.build(
         config,
-        ConnectorContext(feishu=feishu, user_tokens=user_tokens),
+        ConnectorContext(feishu=feishu, user_tokens=user_tokens, network=settings.network()),
         feishu_credentials=bool(settings.feishu_app_id and settings.feishu_app_secret),
         classes=_Classes(overrides.connector_classes) if overrides.connector_classes else None,
     )
@@ -248,22 +249,23 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         metrics.feishu_call(endpoint, code)
         api_usage.record(endpoint, code)
 
-    feishu = FeishuClient(settings.feishu(), on_call=on_call)
+    network = settings.network()
+    feishu = FeishuClient(settings.feishu(), on_call=on_call, network=network)
     await api_usage.refresh()  # the month's total so far, before the first answer
     # The endpoint's abilities come from a probe (a model given by a test is taken as is).
     model: LLM
     if overrides.llm is None:
-        model = client = _client(settings.llm())
-        probed: ProbedLLM | None = _probed(client, settings.llm())
+        model = client = _client(settings.llm(), network)
+        probed: ProbedLLM | None = _probed(client, settings.llm(), network)
     else:
         model, probed = overrides.llm, None
     vision_config = settings.vision_llm()
-    vision_model = None if vision_config is None else _client(vision_config)
+    vision_model = None if vision_config is None else _client(vision_config, network)
     image_text = ImageText(None if vision_model is None else ImageDescriber(vision_model))
     metered = MeteredLLM(ImageFallbackLLM(probed or model, image_text), metrics)
     hint_configs = settings.hint_models()
-    hinted = {hint: _client(config) for hint, config in hint_configs.items()}
-    hinted_probed = {h: _probed(m, hint_configs[h]) for h, m in hinted.items()}
+    hinted = {hint: _client(config, network) for hint, config in hint_configs.items()}
+    hinted_probed = {h: _probed(m, hint_configs[h], network) for h, m in hinted.items()}
     models = ModelRegistry(
         metered,
         **{
@@ -272,7 +274,7 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         },
     )
     probes = [p for p in (probed, *hinted_probed.values()) if p is not None]
-    listener, transcribe = _transcriber(settings)
+    listener, transcribe = _transcriber(settings, network)
     identity = BotIdentity(feishu)
     identity.start()
     interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
@@ -688,16 +690,17 @@ def live_reply(
     )
 
 
-def _client(config: LLMConfig) -> OpenAICompatibleLLM:
+def _client(config: LLMConfig, network: Network) -> OpenAICompatibleLLM:
     return OpenAICompatibleLLM(
         base_url=config.base_url,
         api_key=config.api_key,
         model=config.model,
         timeout=config.timeout,
+        http_client=model_http_client(network),
     )
 
 
-def _probed(client: OpenAICompatibleLLM, config: LLMConfig) -> ProbedLLM:
+def _probed(client: OpenAICompatibleLLM, config: LLMConfig, network: Network) -> ProbedLLM:
     """``client`` with the abilities its endpoint shows (``bot.engine.probe``), or as
     ``LLM_TOOL_CALLS`` sets them."""
 
@@ -707,17 +710,20 @@ def _probed(client: OpenAICompatibleLLM, config: LLMConfig) -> ProbedLLM:
             config.api_key,
             config.model,
             request_timeout=min(config.timeout, PROBE_TIMEOUT),
+            http_client=model_http_client(network),
         )
 
     return ProbedLLM(client, probe, tool_calls=config.tool_calls)
 
 
-def _transcriber(settings: Settings) -> tuple[OpenAICompatibleLLM | None, Transcribe | None]:
+def _transcriber(
+    settings: Settings, network: Network
+) -> tuple[OpenAICompatibleLLM | None, Transcribe | None]:
     """A client for ``/audio/transcriptions`` on the main endpoint, if a model is set."""
     model = settings.media().transcription_model
     if not model:
         return None, None
-    client = _client(settings.llm())
+    client = _client(settings.llm(), network)
 
     async def transcribe(audio: bytes, file_name: str) -> str:
         return await client.transcribe(audio, file_name=file_name, model=model)
@@ -733,4 +739,4 @@ def turn_run_id(call: ToolUse) -> str:
 
 
 def default_llm(settings: Settings) -> LLM:
-    return _client(settings.llm())
+    return _client(settings.llm(), settings.network())

@@ -23,6 +23,7 @@ from bot.engine import Tool, ToolError, tool_from_function
 
 if TYPE_CHECKING:  # lark-oapi is heavy: only the Feishu connector needs it loaded
     from bot.feishu.client import FeishuClient
+    from bot.network import Network
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class ConnectorContext:
 
     # The bot's own Feishu client (its tenant token), for the Feishu workspace tools.
     feishu: FeishuClient | None = None
+    # How outbound calls reach the outside (proxies, the CA): MCP over HTTP.
+    network: Network | None = None
     # The asking person's Feishu user token, for actions that act as them (None: the
     # bot has no per-user authorisation configured, LARKGATE_TOKEN_KEY).
     user_tokens: UserTokenSource | None = None

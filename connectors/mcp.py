@@ -49,6 +49,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BeforeValidator, Field, SecretStr, model_validator
 
 from bot.engine import Tool, ToolError
+from bot.network import Network
 
 from .base import (
     DEFAULT_MAX_RESULT_CHARS,
@@ -181,7 +182,8 @@ class MCP(Connector):
     def __init__(self, settings: MCPSettings, context: ConnectorContext) -> None:
         super().__init__(settings, context)
         self._links = [
-            _ServerLink(server, settings.startup_timeout_seconds) for server in settings.servers
+            _ServerLink(server, settings.startup_timeout_seconds, context.network or Network())
+            for server in settings.servers
         ]
         self._tools: list[Tool] = []
 
@@ -214,8 +216,9 @@ class MCP(Connector):
 class _ServerLink:
     """One server's connection: a task that owns it, and calls made through its session."""
 
-    def __init__(self, config: MCPServerSettings, startup_timeout: float) -> None:
+    def __init__(self, config: MCPServerSettings, startup_timeout: float, network: Network) -> None:
         self.config = config
+        self.network = network
         self.startup_timeout = startup_timeout
         self.tools: list[mcp_types.Tool] = []  # as listed at start: what the engine offers
         self.listed: frozenset[str] = frozenset()  # as listed by the current connection
@@ -330,9 +333,12 @@ class _ServerLink:
                 transport = stdio_client(params, errlog=errlog)
             else:
                 assert config.url is not None
+                # The proxy and CA the deployment sets, as for every outbound call.
                 http = await stack.enter_async_context(
                     httpx2.AsyncClient(
-                        headers=_reveal(config.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                        headers=_reveal(config.headers),
+                        timeout=httpx2.Timeout(30.0, read=300.0),
+                        **self.network.httpx_options(),
                     )
                 )
                 transport = streamable_http_client(config.url, http_client=http)

@@ -456,7 +456,8 @@ def test_the_model_call_timeout_is_a_setting_every_client_gets(monkeypatch, tmp_
     settings = load_settings()
     configs = [settings.llm(), settings.vision_llm(), settings.hint_models()["fast"]]
     assert [c.timeout for c in configs if c is not None] == [300.0] * 3
-    assert _client(settings.llm())._client.timeout == 300.0  # what the openai SDK waits
+    client = _client(settings.llm(), settings.network())
+    assert client._client.timeout == 300.0  # what the openai SDK waits, with its own client
     for wrong in ("0", "-1", "7200"):
         monkeypatch.setenv("LLM_TIMEOUT_SECONDS", wrong)
         with pytest.raises(SettingsError, match=r"LLM_TIMEOUT_SECONDS|llm_timeout_seconds"):

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx2
 import openai
 
 from .llm_errors import classify_error
@@ -103,12 +104,22 @@ class EndpointReport:
 
 
 async def probe_endpoint(
-    base_url: str, api_key: str, model: str, *, request_timeout: float = PROBE_TIMEOUT
+    base_url: str,
+    api_key: str,
+    model: str,
+    *,
+    request_timeout: float = PROBE_TIMEOUT,
+    http_client: httpx2.AsyncClient | None = None,
 ) -> EndpointReport:
     """Ask the endpoint what it can do (see the module docstring); never raises.
-    ``request_timeout`` bounds each request (a tool request may be followed by another)."""
+    ``request_timeout`` bounds each request (a tool request may be followed by another);
+    ``http_client`` (closed here) carries the deployment's proxies and CA."""
     client = openai.AsyncOpenAI(
-        base_url=base_url, api_key=api_key, timeout=request_timeout, max_retries=0
+        base_url=base_url,
+        api_key=api_key,
+        timeout=request_timeout,
+        max_retries=0,
+        http_client=http_client,
     )
     try:
         (tools, tool_note), (json_mode, json_note), (length, source) = await asyncio.gather(

@@ -69,6 +69,8 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.core.exception import UnmarshalException
 
+from bot.network import Network
+
 from .answers import envelope
 from .config import FeishuConfig
 from .errors import FeishuError, FeishuResourceTooLarge, FeishuTokenInvalid, FeishuTransportError
@@ -131,6 +133,7 @@ class FeishuClient(ResourceCalls):
         token_refresh_margin: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         on_call: Callable[[str, str], None] | None = None,
+        network: Network | None = None,
     ) -> None:
         self._config = config
         # Told of every HTTP attempt: (endpoint, code), code "0" on success, Feishu's code
@@ -148,7 +151,7 @@ class FeishuClient(ResourceCalls):
             .build()
         )
         _tame_sdk_logger()
-        self.transport = PooledTransport(config.domain, timeout=timeout)
+        self.transport = PooledTransport(config.domain, timeout=timeout, network=network)
         self.tokens = TenantTokenManager(
             self._fetch_tenant_token, refresh_margin=token_refresh_margin, clock=clock
         )

@@ -61,6 +61,8 @@ from lark_oapi.ws.enum import FrameType, MessageType
 from lark_oapi.ws.pb.google.protobuf.message import DecodeError
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
+from bot.network import Network, ProxiedSession
+
 from .config import FeishuConfig
 from .routes import CardHandler, EventHandler
 from .transport import USER_AGENT
@@ -269,8 +271,10 @@ class LongConnection:
         heartbeat: float | None = 30.0,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
+        network: Network | None = None,
     ) -> None:
         self._config = config
+        self._network = network if network is not None else Network()
         self._on_event = on_event
         self._on_card = on_card
         self._ping_override = ping_interval
@@ -323,7 +327,13 @@ class LongConnection:
     # -- the connection loop -----------------------------------------------------------
 
     async def _run(self) -> None:
-        async with aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
+        # The endpoint request and the WebSocket upgrade both go through the proxy the
+        # environment sets for their host (the upgrade in a CONNECT tunnel, TLS inside).
+        # No total timeout on the session: it would run for as long as the socket lives
+        # (each request below has its own bound).
+        async with self._network.client_session(
+            headers={"User-Agent": USER_AGENT}, timeout=aiohttp.ClientTimeout(total=None)
+        ) as session:
             attempt = 0
             while True:
                 if attempt:
@@ -361,7 +371,7 @@ class LongConnection:
                 logger.warning("long connection: lost (%s)", reason)
                 self._lost(reason, failed=not link.proven)
 
-    async def _connect(self, session: aiohttp.ClientSession) -> _Link:
+    async def _connect(self, session: ProxiedSession) -> _Link:
         async with session.post(
             self._config.domain.rstrip("/") + GEN_ENDPOINT_URI,
             json={"AppID": self._config.app_id, "AppSecret": self._config.app_secret},

@@ -31,9 +31,8 @@ _ACCEPTED = b'{"msg": "success"}'
 
 
 class PushAnswerer:
-    """What ``POST /feishu/events`` answers to a body and its headers, whichever server
-    read the request: the aiohttp route below, or the push front (``push_front``) that
-    reads plain pushes without aiohttp's per-request machinery."""
+    """What ``POST /feishu/events`` answers to a body and its headers (the HTTP route
+    below; the long connection answers its frames with the same verification)."""
 
     def __init__(self, verifier: WebhookVerifier, handle: EventHandler) -> None:
         self._verifier = verifier

@@ -4,16 +4,19 @@ lark-oapi's async transport builds a new ``httpx.AsyncClient`` for every call. B
 one creates an SSL context and loads the CA bundle, about 70 ms of CPU on this kind of
 machine, on the event loop, per call; and no connection is ever reused. Replies and
 card updates are the hot path, so requests are built with the SDK's generated
-builders, as before, but sent here. JSON and form calls go over :mod:`.http1`, a lean
-keep-alive HTTP/1.1 client (an httpx request costs about 3x the CPU of an aiohttp one on
-loopback, and aiohttp's about 3x this one's: 230 µs against 70 µs with uvloop).
+builders, as before, but sent here, over one aiohttp session per client: a keep-alive
+pool, the proxy for each host and the CA the environment sets (:mod:`bot.network`).
 
 Uploads are sent as lark-oapi sends them, multipart/form-data (``request.files``, set by
-``Files.extract_files`` as the SDK's upload calls do), over aiohttp, whose multipart
-writer they use. ``download`` reads a binary answer (a message resource), also over
-aiohttp, without trusting it: a declared ``Content-Length`` over the limit is refused
-before the body is read, and a body that keeps coming (no length, chunked) is cut off as
-soon as it passes the limit.
+``Files.extract_files`` as the SDK's upload calls do), with aiohttp's multipart writer.
+``download`` reads a binary answer (a message resource) without trusting it: a declared
+``Content-Length`` over the limit is refused before the body is read, and a body that
+keeps coming (no length, chunked) is cut off as soon as it passes the limit. A JSON
+answer is capped too (``MAX_ANSWER_BYTES``): Feishu's envelopes are kilobytes.
+
+A broken exchange ends as an exception the Feishu client reports as "no usable answer":
+``aiohttp.ClientError`` (refused, reset mid-body, a proxy's refusal), ``TimeoutError``,
+or ``ValueError`` (:class:`BodyTooLarge`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ import lark_oapi as lark
 from lark_oapi.core.enum import AccessTokenType
 from lark_oapi.core.json import Encoder
 from lark_oapi.core.model import BaseRequest, RawResponse, RequestOption
+from yarl import URL
 
-from .http1 import Http1Client
+from bot.network import Network, ProxiedSession
 
 T = TypeVar("T")
 
@@ -37,12 +41,14 @@ USER_AGENT = f"oapi-sdk-python/v{lark.core.const.VERSION} larkgate"
 
 # An error answer to a download is Feishu's small JSON envelope; more than this is not one.
 _ERROR_BODY_LIMIT = 64 * 1024
+# A JSON answer past this is not an OpenAPI answer, and memory is not the server's to fill.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 _CHUNK = 64 * 1024
 
 
-class BodyTooLarge(Exception):
-    """A download's body is (or says it is) over ``limit``: ``declared`` is its
-    Content-Length (None when absent), ``read`` the bytes read before giving up."""
+class BodyTooLarge(ValueError):
+    """A body is (or says it is) over ``limit``: ``declared`` is its Content-Length
+    (None when absent), ``read`` the bytes read before giving up."""
 
     def __init__(self, *, declared: int | None, read: int, limit: int) -> None:
         super().__init__(f"body over {limit} bytes (declared {declared}, read {read})")
@@ -54,23 +60,27 @@ class BodyTooLarge(Exception):
 class PooledTransport:
     """Sends SDK-built requests to ``domain`` over keep-alive connections."""
 
-    def __init__(self, domain: str, *, timeout: float, max_connections: int = 32) -> None:
+    def __init__(
+        self,
+        domain: str,
+        *,
+        timeout: float,
+        max_connections: int = 32,
+        network: Network | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         self._domain = domain.rstrip("/")
-        self._seconds = timeout
+        self._max_answer_bytes = max_answer_bytes
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_connections = max_connections
-        self._http = Http1Client(max_connections=max_connections)
-        self._session: aiohttp.ClientSession | None = None
+        self._network = network if network is not None else Network()
+        self._session: ProxiedSession | None = None
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self) -> ProxiedSession:
         # Created on first use: an aiohttp session belongs to the running event loop.
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=self._timeout,
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
-                skip_auto_headers=("User-Agent",),
-                # The OpenAPI sets no cookies: don't store or filter any on every call.
-                cookie_jar=aiohttp.DummyCookieJar(),
+            self._session = self._network.client_session(
+                limit=self._max_connections, timeout=self._timeout
             )
         return self._session
 
@@ -98,6 +108,7 @@ class PooledTransport:
         if request.body is not None and _is_form(headers):
             # OAuth endpoints outside the OpenAPI (RFC 6749/8628) take a form, not JSON.
             data = urllib.parse.urlencode(request.body).encode()
+            headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
         elif request.body is not None:
             data = marshal(request.body).encode()
             headers.setdefault("Content-Type", "application/json; charset=utf-8")
@@ -105,17 +116,18 @@ class PooledTransport:
         if request.queries:
             query = urllib.parse.urlencode(request.queries, quote_via=urllib.parse.quote)
             url = f"{url}{'&' if '?' in url else '?'}{query}"
-        response = await self._http.request(
+        async with self._client().request(
             request.http_method.name,
-            url,
+            # Encoded here (path parameters, the query): sent as written, not requoted.
+            URL(url, encoded=True),
             headers=headers,
-            body=data,
-            seconds=seconds or self._seconds,
-        )
-        raw = RawResponse()
-        raw.status_code = response.status
-        raw.headers = response.headers
-        raw.content = response.body
+            data=data,
+            timeout=aiohttp.ClientTimeout(total=seconds) if seconds else self._timeout,
+        ) as response:
+            raw = RawResponse()
+            raw.status_code = response.status
+            raw.headers = dict(response.headers)
+            raw.content = await _read_capped(response, self._max_answer_bytes)
         return raw
 
     async def _send_multipart(
@@ -167,7 +179,6 @@ class PooledTransport:
         return raw
 
     async def aclose(self) -> None:
-        await self._http.aclose()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -171,14 +171,14 @@ class Sandbox:
         except BaseException:
             sock.close()
             raise
-        await start_site(runner, sock=sock, shutdown_timeout=shutdown)
+        await start_site(runner, sock=sock)
 
     async def _serve(self, app: web.Application, host: str, port: int) -> str:
         shutdown = self._settings.larkgate_shutdown_grace_seconds + 1
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown)
         await runner.setup()
         self._runners.append(runner)
-        await start_site(runner, host, port, shutdown_timeout=shutdown)
+        await start_site(runner, host, port)
         bound_host, bound_port = runner.addresses[0][:2]
         shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
         return f"http://{shown}:{bound_port}"

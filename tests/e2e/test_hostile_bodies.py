@@ -285,7 +285,7 @@ async def test_a_small_gzip_body_is_judged_by_what_it_inflates_to(fuzzed, inflat
     assert tracebacks.seen == []
 
 
-@pytest.mark.parametrize("framing", ["length", "chunked"])  # the push front, then aiohttp
+@pytest.mark.parametrize("framing", ["length", "chunked"])
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize(
     "header", ["X-Lark-Request-Nonce", "X-Lark-Request-Timestamp", "X-Lark-Signature"]
@@ -319,8 +319,8 @@ async def test_signature_headers_that_are_not_utf8_are_refused_not_a_500(
 
 
 async def test_a_declared_length_over_the_limit_is_refused_before_its_body(fuzzed):
-    """Not a plain push to the front (over its bound): aiohttp's route refuses it from the
-    head alone, 413, while the body has not even been sent."""
+    """The route refuses it from the head alone, 413, while the body has not even been
+    sent."""
     bot, tracebacks = fuzzed
     before = await snapshot(bot)
     host, port = bot.url.removeprefix("http://").split(":")

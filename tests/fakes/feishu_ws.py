@@ -244,7 +244,7 @@ class FakeLongConnection(AppServer):
             return web.json_response({"code": 10014, "msg": "app secret invalid"})
         device_id = f"d{len(self.endpoint_requests)}"
         url = (
-            f"ws://{request.host}{WS_PATH}?device_id={device_id}&service_id={SERVICE_ID}"
+            f"{'wss' if request.secure else 'ws'}://{request.host}{WS_PATH}?device_id={device_id}&service_id={SERVICE_ID}"
             f"&access_key=ak_{uuid.uuid4().hex[:8]}&ticket=tk_{uuid.uuid4().hex[:8]}"
         )
         data = {"URL": url, "ClientConfig": self.client_config}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ class Served:
 async def serve(app: web.Application, **runner_options: Any) -> Served:
     """Start ``app`` on 127.0.0.1 at a free port; ``runner_options`` go to its AppRunner.
 
-    As ``larkgate serve`` serves it: an app that answers pushes behind the push front."""
+    As ``larkgate serve`` serves it (``bot.serving``)."""
     runner = web.AppRunner(app, **runner_options)
     await runner.setup()
     await start_site(runner, HOST, 0)
@@ -68,12 +69,22 @@ class AppServer:
     port: int | None = None
     # Why there is no address yet, for the error before a start.
     not_started = "is not started"
+    # Served over TLS with this server context, under this name in ``url`` (a name only
+    # a proxy resolves: tests/support/forward_proxy.py); set before ``start``.
+    tls: ssl.SSLContext | None = None
+    name: str = HOST
 
     def make_app(self) -> web.Application:
         raise NotImplementedError
 
     async def start(self) -> Self:
-        self._served = await serve(self.make_app(), access_log=None, shutdown_timeout=1.0)
+        if self.tls is None:
+            self._served = await serve(self.make_app(), access_log=None, shutdown_timeout=1.0)
+        else:
+            runner = web.AppRunner(self.make_app(), access_log=None, shutdown_timeout=1.0)
+            await runner.setup()
+            await web.TCPSite(runner, HOST, 0, ssl_context=self.tls).start()
+            self._served = Served(runner, HOST, runner.addresses[0][1])
         self.port = self._served.port
         return self
 
@@ -87,7 +98,7 @@ class AppServer:
         """``http://127.0.0.1:<port>``; RuntimeError before the fake was started."""
         if self.port is None:
             raise RuntimeError(f"{type(self).__name__} {self.not_started}")
-        return f"http://{HOST}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.name}:{self.port}"
 
     async def __aenter__(self) -> Self:
         return await self.start()

@@ -4,6 +4,7 @@ that records every request, injects faults and checks the tenant token."""
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Self
@@ -36,8 +37,14 @@ class FakeFeishu(
         bot_name: str = "larkgate",
         *,
         clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
+        name: str = "127.0.0.1",
     ) -> None:
         super().__init__(app_id, app_secret, bot_open_id, bot_name, clock=clock)
+        # Served over TLS (``tls``, a server context) and named ``name`` in ``domain``: a
+        # name only a proxy resolves, for the tests of corporate networks.
+        self._tls = tls
+        self._name = name
         self._init_oauth()
         self._init_registration()
         self.workspace = FakeWorkspace(self)
@@ -54,7 +61,7 @@ class FakeFeishu(
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self._port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=self._tls).start()
         return self
 
     async def stop(self) -> None:
@@ -73,7 +80,7 @@ class FakeFeishu(
     def domain(self) -> str:
         if self._port is None:
             raise RuntimeError("FakeFeishu is not started")
-        return f"http://127.0.0.1:{self._port}"
+        return f"{'https' if self._tls else 'http'}://{self._name}:{self._port}"
 
     # -- routes ---------------------------------------------------------------------
 
