@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,8 @@ from bot.feishu.errors import (
 )
 from bot.governance.user_auth.config import OFF_DETAIL
 from bot.network import Network, model_http_client
+from bot.reachability import describe as describe_network
+from bot.reachability import outbound_hosts, reach_all, route
 from bot.runtime.api_budget import ApiUsage
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from bot.timezones import time_zone
@@ -212,7 +215,12 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
     results.append(_session_grants(settings))
     results.append(_user_auth(settings))
     results.append(await _api_budget(settings))
-    network = settings.network()
+    try:
+        network = settings.network()
+    except SettingsError as exc:
+        results.append(CheckResult("network", False, str(exc)))
+        return results
+    results += await _network(settings, network)
     async with FeishuClient(settings.feishu(), timeout=TIMEOUT, network=network) as feishu:
         hub = await ConnectorHub.build(
             settings.connectors(),
@@ -230,6 +238,46 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
         finally:
             await hub.aclose()
     return results
+
+
+async def _network(settings: Settings, network: Network) -> list[CheckResult]:
+    """The proxies and trust in effect, then each host the deployment calls: the proxy
+    it goes through and whether it answers (``bot.reachability``)."""
+    results = [CheckResult("network", True, describe_network(network, os.environ))]
+    models = [("model", settings.llm().base_url)]
+    try:
+        vision = settings.vision_llm()
+        hinted = settings.hint_models()
+    except SettingsError:
+        vision, hinted = None, {}  # said by the agent-mode line
+    if vision is not None:
+        models.append(("vision model", vision.base_url))
+    models += [(f"model {hint}", config.base_url) for hint, config in hinted.items()]
+    hosts = outbound_hosts(
+        feishu_domain=settings.feishu_domain,
+        event_mode=settings.feishu_event_mode,
+        user_auth=bool(settings.larkgate_token_key.get_secret_value()),
+        models=models,
+        mcp_urls=_mcp_urls(settings),
+    )
+    for host, reached in zip(hosts, await reach_all(network, hosts), strict=True):
+        detail = f"{host.origin} {route(network, host.origin)}: {reached.detail}"
+        ok = reached.ok or not host.required
+        results.append(CheckResult(f"reach {host.purpose}", ok, detail, warn=not reached.ok))
+    return results
+
+
+def _mcp_urls(settings: Settings) -> list[tuple[str, str]]:
+    try:
+        section = settings.connectors().sections.get("mcp") or {}
+    except SettingsError:
+        return []
+    servers = section.get("servers") or []
+    return [
+        (f"MCP {server.get('name') or 'server'}", str(server["url"]))
+        for server in servers
+        if isinstance(server, Mapping) and isinstance(server.get("url"), str)
+    ]
 
 
 async def _api_budget(settings: Settings) -> CheckResult:

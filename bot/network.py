@@ -32,6 +32,7 @@ what those rules refuse), so it never uses a proxy (see docs/architecture.md).
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import ssl
@@ -68,10 +69,11 @@ class NetworkSettingError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Proxy:
-    """Where a request goes first: the proxy's URL (no credentials) and its credentials."""
+    """Where a request goes first: the proxy's URL (no credentials) and, when it has
+    some, the ``Proxy-Authorization`` value they make (Basic, RFC 7617, UTF-8)."""
 
     url: URL
-    auth: aiohttp.BasicAuth | None = field(default=None, repr=False)
+    authorization: str | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         return str(self.url)
@@ -187,11 +189,11 @@ class ProxiedSession:
         proxy = self.network.proxy_for(url)
         if proxy is None:
             return {}
-        # Credentials as a header: aiohttp deprecates ws_connect's proxy_auth, and the
-        # header is what it would send (on the CONNECT, or on an absolute-form request).
-        if proxy.auth is None:
+        # Credentials as a header (aiohttp deprecates its BasicAuth): it goes on the
+        # CONNECT, or on an absolute-form request, never to the target.
+        if proxy.authorization is None:
             return {"proxy": proxy.url}
-        return {"proxy": proxy.url, "proxy_headers": {"Proxy-Authorization": proxy.auth.encode()}}
+        return {"proxy": proxy.url, "proxy_headers": {"Proxy-Authorization": proxy.authorization}}
 
 
 def parse_proxy(value: str) -> Proxy:
@@ -203,10 +205,11 @@ def parse_proxy(value: str) -> Proxy:
             f"proxy {redacted(text)}: only http:// proxies are supported (an https:// target "
             "still goes through it in a CONNECT tunnel, TLS end to end)"
         )
-    auth = None
+    authorization = None
     if url.user is not None:
-        auth = aiohttp.BasicAuth(url.user, url.password or "")
-    return Proxy(url.with_user(None).with_password(None), auth)
+        pair = f"{url.user}:{url.password or ''}".encode()
+        authorization = "Basic " + base64.b64encode(pair).decode("ascii")
+    return Proxy(url.with_user(None).with_password(None), authorization)
 
 
 def redacted(url: str) -> str:

@@ -24,11 +24,9 @@ async def start_site(
     sock: socket.socket | None = None,
 ) -> web.BaseSite:
     """A started site for `runner` on `host` and `port`, or on the bound `sock`."""
-    site: web.BaseSite
-    if sock is not None:
-        site = web.SockSite(runner, sock)
-    else:
-        site = web.TCPSite(runner, host, port)
+    site: web.BaseSite = (
+        web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, host, port)
+    )
     await site.start()
     return site
 

@@ -26,7 +26,7 @@ def envelope(
         return {}
     try:
         body = json.loads(raw.content or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not an envelope
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("code"), int):
         reason = f"no Feishu JSON in the answer (HTTP {status})"

@@ -73,7 +73,13 @@ from bot.network import Network
 
 from .answers import envelope
 from .config import FeishuConfig
-from .errors import FeishuError, FeishuResourceTooLarge, FeishuTokenInvalid, FeishuTransportError
+from .errors import (
+    FeishuError,
+    FeishuProxyAuthRequired,
+    FeishuResourceTooLarge,
+    FeishuTokenInvalid,
+    FeishuTransportError,
+)
 from .resources import ResourceCalls
 from .tokens import TenantTokenManager
 from .transport import PooledTransport
@@ -84,6 +90,20 @@ logger = logging.getLogger(__name__)
 # JSONDecodeError/UnicodeDecodeError (both ValueError) on a non-JSON body, and
 # UnmarshalException when the JSON does not fit its model.
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, ValueError, UnmarshalException)
+
+
+def _no_answer(endpoint: str, exc: Exception) -> FeishuTransportError:
+    """What went wrong on the way, said so that whoever runs the bot knows where to look."""
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        # The proxy's own answer (to the CONNECT, or to a request it forwarded).
+        kind = FeishuProxyAuthRequired if exc.status == 407 else FeishuTransportError
+        reason = f"the proxy refused the request (HTTP {exc.status} {exc.message})"
+        return kind(None, reason, endpoint=endpoint, http_status=exc.status)
+    if isinstance(exc, TimeoutError):
+        return FeishuTransportError(None, "no answer in time (TimeoutError)", endpoint=endpoint)
+    reason = f"no usable answer ({type(exc).__name__}: {exc})"[:300]
+    return FeishuTransportError(None, reason, endpoint=endpoint)
+
 
 Send = Callable[[lark.RequestOption], Awaitable[Any]]
 
@@ -457,8 +477,7 @@ class FeishuClient(ResourceCalls):
             response = await send(option)
             body = envelope(endpoint, response.raw, binary=binary)
         except _TRANSPORT_ERRORS as exc:
-            reason = f"no usable answer ({type(exc).__name__}: {exc})"[:300]
-            error = FeishuTransportError(None, reason, endpoint=endpoint)
+            error = _no_answer(endpoint, exc)
             self._record(error)
             self._observe(endpoint, error)
             raise error from exc

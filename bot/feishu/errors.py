@@ -19,7 +19,8 @@
     │                           (code None; .size, .limit, .read)
     ├── FeishuResourceUnavailable  234003, 234004, 234043               the file cannot be had
     └── FeishuTransportError    no usable answer: network, timeout,     retryable
-                                non-JSON body (a gateway 502 page)
+        │                       non-JSON body (a gateway 502 page)
+        └── FeishuProxyAuthRequired  the proxy's 407: its credentials   fix HTTP(S)_PROXY
 
 ``retryable`` says whether the same call may succeed later unchanged. Nothing in
 this package retries on its own except the one token refresh; callers decide.
@@ -165,6 +166,13 @@ class FeishuTransportError(FeishuError):
     """No usable answer: network failure, timeout, or a body that is not Feishu JSON."""
 
     retryable = True
+
+
+class FeishuProxyAuthRequired(FeishuTransportError):
+    """The egress proxy wants credentials it was not given (HTTP 407): the proxy URL in
+    HTTP_PROXY/HTTPS_PROXY lacks them or has wrong ones; trying again changes nothing."""
+
+    retryable = False
 
 
 @dataclass(frozen=True, slots=True)

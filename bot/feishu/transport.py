@@ -145,7 +145,7 @@ class PooledTransport:
             raw = RawResponse()
             raw.status_code = response.status
             raw.headers = dict(response.headers)
-            raw.content = await response.read()
+            raw.content = await _read_capped(response, self._max_answer_bytes)
         return raw
 
     async def download(

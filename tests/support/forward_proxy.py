@@ -108,7 +108,12 @@ class ForwardProxy:
                 self.refused.append(502)
                 await _answer(writer, "502 Bad Gateway")
                 return
-            upstream_reader, upstream_writer = await asyncio.open_connection(address, int(port))
+            upstream = await _open(address, int(port))
+            if upstream is None:  # nothing listens there: a proxy says so with a 502
+                self.refused.append(502)
+                await _answer(writer, "502 Bad Gateway")
+                return
+            upstream_reader, upstream_writer = upstream
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()
             await _pipe_both(reader, writer, upstream_reader, upstream_writer)
@@ -139,7 +144,12 @@ class ForwardProxy:
             self.refused.append(502)
             await _answer(writer, "502 Bad Gateway")
             return
-        upstream_reader, upstream_writer = await asyncio.open_connection(address, int(port))
+        upstream = await _open(address, int(port))
+        if upstream is None:
+            self.refused.append(502)
+            await _answer(writer, "502 Bad Gateway")
+            return
+        upstream_reader, upstream_writer = upstream
         kept = [
             f"{name}:{value}"
             for name, value in headers
@@ -151,6 +161,15 @@ class ForwardProxy:
             )
         )
         await _pipe_both(reader, writer, upstream_reader, upstream_writer)
+
+
+async def _open(
+    address: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    try:
+        return await asyncio.open_connection(address, port)
+    except OSError:
+        return None
 
 
 async def _answer(writer: asyncio.StreamWriter, status: str, *extra: str) -> None:
