@@ -26,7 +26,10 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https
 @pytest.fixture(autouse=True)
 def no_proxy_of_the_machine(monkeypatch):
     for name in (*PROXY_VARIABLES, "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
+        # Set first, so that the undo removes whatever a test (or larkgate's own copy
+        # from an env file) leaves behind.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -184,3 +187,32 @@ async def test_reach_says_when_nothing_answers_in_time():
     finally:
         server.close()
     assert not reached.ok and reached.detail == "no answer within 0.3 s"
+
+
+async def test_a_proxy_in_the_env_file_is_the_one_larkgate_check_uses(
+    llm, authority, tmp_path, monkeypatch, capsys
+):
+    """The HTTP libraries read proxies from the environment only: ``larkgate`` copies an
+    env file's into it first, so a deployment that keeps them in ``.env`` works."""
+    import asyncio
+
+    from bot.cli import main
+
+    tls = authority.server_context(FEISHU_NAME)
+    async with (
+        FakeFeishu(tls=tls, name=FEISHU_NAME) as feishu,
+        ForwardProxy({FEISHU_NAME: "127.0.0.1"}, credentials=f"corp:{PASSWORD}") as proxy,
+    ):
+        (tmp_path / ".env").write_text(
+            f"FEISHU_APP_ID=cli_test\nFEISHU_APP_SECRET=secret\nFEISHU_VERIFICATION_TOKEN=vt\n"
+            f"FEISHU_ENCRYPT_KEY=ek\nFEISHU_DOMAIN={feishu.domain}\n"
+            f"LLM_BASE_URL={llm.base_url}\nLLM_MODEL=fake-model\n"
+            f"LARKGATE_CA_BUNDLE={authority.pem}\n"
+            f"https_proxy={proxy.url_with(f'corp:{PASSWORD}')}\n"
+        )
+        monkeypatch.chdir(tmp_path)
+        await asyncio.to_thread(main, ["check"])
+    out = capsys.readouterr().out
+    line = next(row for row in out.splitlines() if "reach Feishu OpenAPI" in row)
+    assert f"via http://***@127.0.0.1:{proxy.port}: reachable" in line
+    assert proxy.connects() and PASSWORD not in out
