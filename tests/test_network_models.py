@@ -24,7 +24,7 @@ import trustme
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
-from bot.engine.llm import LLMError
+from bot.engine.llm import LLMError, LLMTransientError
 from bot.engine.messages import Message
 from bot.engine.openai_compat import OpenAICompatibleLLM
 from bot.engine.probe import probe_endpoint
@@ -212,12 +212,6 @@ async def test_an_interceptor_the_bot_does_not_trust_is_refused_before_the_key_i
     assert server.requests == []  # no question, no API key, reached it
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAICompatibleLLM._describe names only the exception's class: a refused "
-    "certificate reads 'connection error (ConnectError)' (an LLMTransientError, retried "
-    "like a dropped connection); 'certificate verify failed' is only in the cause chain",
-)
 async def test_a_refused_certificate_says_so_in_the_error(monkeypatch, authority):
     async with _model_behind_proxy(monkeypatch, authority.server_context(MODEL)) as (
         server,
@@ -230,7 +224,10 @@ async def test_a_refused_certificate_says_so_in_the_error(monkeypatch, authority
         finally:
             await llm.aclose()
 
-    assert "certificate" in str(raised.value).lower()
+    # Said as what it is, with what to do, and not retried as a dropped connection.
+    assert "certificate is not trusted" in str(raised.value)
+    assert "LARKGATE_CA_BUNDLE" in str(raised.value)
+    assert not isinstance(raised.value, LLMTransientError)
 
 
 # -- the start-up probe and transcription -------------------------------------------------

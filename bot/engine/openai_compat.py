@@ -17,12 +17,16 @@ import email.utils
 import json
 import logging
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# The installed openai SDK is built on httpx2 (the successor of httpx): an
+# ``httpx2.AsyncClient`` is what it accepts as ``http_client``, and its errors are the causes.
+import httpx2
 import openai
 
 from .llm import (
@@ -40,11 +44,6 @@ from .llm import (
 from .llm_errors import RETRIED, classify_error
 from .messages import ZERO_USAGE, Message, ToolCall, Usage, decode_arguments
 from .model_deadline import current_model_deadline
-
-if TYPE_CHECKING:
-    # The installed openai SDK is built on httpx2 (the successor of httpx); an
-    # ``httpx2.AsyncClient`` is what it accepts as ``http_client``.
-    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +270,10 @@ class OpenAICompatibleLLM:
         failure to retry; a 400 saying the prompt is too long is not a refusal of images.
         """
         if isinstance(exc, openai.APIConnectionError):
-            return None  # connection failures and timeouts: nothing was said
+            # Connection failures and timeouts: nothing was said, try again; but not a
+            # certificate nobody trusts or a proxy wanting credentials (the same again).
+            problem = _lasting_connection_problem(exc)
+            return None if problem is None else LLMRequestError(f"{self.model}: {problem}")
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         kind = classify_error(status, code=exc.code, error_type=exc.type, message=_said(exc))
         if kind in RETRIED:
@@ -298,6 +300,9 @@ class OpenAICompatibleLLM:
             return "request timed out"
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
+            problem = _lasting_connection_problem(exc)
+            if problem is not None:
+                return problem
             return f"connection error ({type(cause).__name__ if cause else 'unknown'})"
         return f"stream error: {self._detail(exc)}"
 
@@ -511,6 +516,26 @@ def _said(exc: openai.APIError) -> str:
     body = exc.body
     message = body.get("message") if isinstance(body, Mapping) else body
     return f"{message if isinstance(message, str) else ''} {exc.message}"
+
+
+def _lasting_connection_problem(exc: BaseException) -> str | None:
+    """What no retry fixes, found in the chain of causes: the endpoint's certificate is
+    not one the bot trusts (a TLS-inspecting proxy's CA not given), or the egress proxy
+    wants credentials."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            why = current.verify_message or current.reason or "verify failed"
+            return (
+                f"the endpoint's TLS certificate is not trusted ({why}); trust its CA "
+                "with LARKGATE_CA_BUNDLE or SSL_CERT_FILE"
+            )
+        if isinstance(current, httpx2.ProxyError) and "407" in str(current):
+            return "the proxy wants credentials (HTTP 407): put them in HTTPS_PROXY / HTTP_PROXY"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _safe_cause(exc: openai.APIError) -> BaseException | None:

@@ -82,6 +82,10 @@ class ForwardProxy:
             await self._one(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # Stopped by __aexit__ with a tunnel still open: end quietly (Python 3.11's
+            # stream callback would log a CancelledError raised out of here).
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()
