@@ -62,6 +62,8 @@ NETWORK_VARIABLES = (
     "SSL_CERT_DIR",
 )
 
+_UPPER_NETWORK_VARIABLES = frozenset(name.upper() for name in NETWORK_VARIABLES)
+
 
 class NetworkSettingError(ValueError):
     """A proxy or CA setting that cannot be used, with what to fix."""
@@ -237,9 +239,12 @@ def export_from_env_file(path: Path, environ: dict[str, str] | None = None) -> l
     target = os.environ if environ is None else environ
     if not path.is_file():
         return []
+    # By name whatever its case: the libraries let a lower-case https_proxy win over
+    # HTTPS_PROXY, so a file's lower-case one would override the environment's.
+    present = {name.upper() for name in target if name.upper() in _UPPER_NETWORK_VARIABLES}
     copied = []
     for name, value in dotenv_values(path).items():
-        if name in NETWORK_VARIABLES and value and name not in target:
+        if name in NETWORK_VARIABLES and value and name.upper() not in present:
             target[name] = value
             copied.append(name)
     return copied

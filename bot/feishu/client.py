@@ -518,8 +518,8 @@ class FeishuClient(ResourceCalls):
         try:
             _, body = await self._send(endpoint, send, lark.RequestOption())
         except FeishuError as exc:
-            if exc.retryable:
-                raise
+            if exc.retryable or isinstance(exc, FeishuTransportError):
+                raise  # the network's (e.g. a proxy's 407), not Feishu's word on the app
             # Usually a wrong app id or secret (10014): say which setting to check.
             msg = self._redact(exc.msg)
             raise FeishuError(

@@ -63,8 +63,9 @@ def accounts_domain(open_domain: str) -> str:
     host = split.hostname or ""
     if host in _ACCOUNTS:
         return _ACCOUNTS[host]
-    if host.startswith("open."):  # e.g. a private deployment's open.<domain>
-        return f"{split.scheme}://accounts.{host[len('open.') :]}"
+    if host.startswith("open."):  # e.g. a private deployment's open.<domain>, its port kept
+        port = f":{split.port}" if split.port else ""
+        return f"{split.scheme}://accounts.{host[len('open.') :]}{port}"
     return open_domain.rstrip("/")
 
 
