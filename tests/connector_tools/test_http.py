@@ -401,3 +401,29 @@ async def test_aclose_closes_the_client(server: Server, make: Factory) -> None:
     client = connector._client
     await connector.aclose()
     assert client is not None and client.is_closed
+
+
+# ---------------------------------------------------------------- never through a proxy
+
+
+async def test_the_environment_s_proxy_is_never_used(
+    server: Server, make: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SSRF rules check the address the connector connects to; a proxy would resolve
+    names on its own side and could reach what they refuse. So whatever the environment
+    says, the connector goes direct to the address it checked, and a name only the proxy
+    could resolve is not reached through it."""
+    from support.forward_proxy import ForwardProxy
+
+    async with ForwardProxy({"intranet.corp.test": "127.0.0.1"}) as proxy:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        connector = await make([*exact(server), f"intranet.corp.test:{server.port}"])
+        answer = await get(connector, f"{server.base}/json")
+        refused = await refused_get(connector, f"http://intranet.corp.test:{server.port}/json")
+    assert answer.startswith(f"HTTP 200 OK · GET {server.base}/json")
+    assert proxy.seen == []  # neither request went near it
+    assert len(server.hits) == 1
+    assert "intranet.corp.test" in refused
