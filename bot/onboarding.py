@@ -11,6 +11,11 @@ On success the credentials are checked (a tenant token and ``bot/v3/info``) thro
 bot's own Feishu client, then written into the env file in place (other lines kept, mode
 0600). The app secret, the device code and the link with its code are never logged.
 
+``onboard`` is that one path (register → check → write) for both fronts: the terminal's
+(``setup``, the link as a QR code in the terminal, :class:`Terminal`) and the "Connect a
+real Feishu app" panel of ``larkgate dev``'s page (``bot/sandbox/setup.py``), each a
+:class:`Display` of the link and the progress.
+
 ``FEISHU_ACCOUNTS_URL`` / ``LARK_ACCOUNTS_URL`` replace the accounts hosts (tests, private
 deployments): they are the SDK's ``domain`` / ``lark_domain``. ``FEISHU_DOMAIN``, when it
 names neither public open platform, is where the new credentials are checked and what a
@@ -29,7 +34,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
@@ -110,7 +115,56 @@ def run(options: Options, *, out: TextIO | None = None) -> int:
     return 0
 
 
+class Display(Protocol):
+    """What the person sees while the registration runs: the terminal's (:class:`Terminal`)
+    or ``larkgate dev``'s page."""
+
+    def link(self, url: str, expire_in: int, *, lark: bool) -> None:
+        """The link to scan (it carries the one-time code: shown, never logged)."""
+
+    def say(self, text: str) -> None:
+        """A line of progress."""
+
+    def created(self, app: NewApp) -> None:
+        """The app was made (someone scanned and confirmed); its credentials are checked
+        next."""
+
+
+class Terminal:
+    """The terminal's display: the link as a QR code, progress as lines of ``out``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def link(self, url: str, expire_in: int, *, lark: bool) -> None:
+        _show_link(self.out, url, expire_in, lark=lark)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def created(self, app: NewApp) -> None:
+        self.say(f"App {app.app_id} created; checking its credentials…")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A new app whose checked credentials are in ``env_file``."""
+
+    env_file: Path
+    app: NewApp
+    bot: BotInfo
+    domain: str
+    values: Mapping[str, str] = field(repr=False)  # what was written (the secret with it)
+    next_steps: tuple[str, ...]  # what is left to do, in order
+
+
 async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> None:
+    _report(out, await onboard(options, environ, Terminal(out)))
+
+
+async def onboard(options: Options, environ: Mapping[str, str], display: Display) -> Outcome:
+    """Register → check → write: the one path of ``larkgate setup`` and of ``larkgate
+    dev``'s page. SetupFailed, with nothing written, when any step fails."""
     webhook = options.webhook
     _check_writable(options.env_file)  # before an app is made whose secret would be lost
     current = _env_values(options.env_file)
@@ -123,11 +177,11 @@ async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> No
         feishu_accounts=environ.get("FEISHU_ACCOUNTS_URL") or FEISHU_ACCOUNTS,
         lark_accounts=environ.get("LARK_ACCOUNTS_URL") or LARK_ACCOUNTS,
         lark=options.lark,
-        out=out,
+        display=display,
         network=network,
     )
     domain = open_domain(app.brand, setting("FEISHU_DOMAIN"))
-    print(f"App {app.app_id} created; checking its credentials…", file=out, flush=True)
+    display.created(app)
     bot = await check_credentials(app, domain, network)
 
     values = {
@@ -141,7 +195,9 @@ async def setup(options: Options, environ: Mapping[str, str], out: TextIO) -> No
     if not admins and app.owner_open_id:
         values["LARKGATE_ADMINS"] = app.owner_open_id
     update_env_file(options.env_file, values)
-    _report(out, options.env_file, app, bot, domain, values, webhook, setting)
+    model = bool(setting("LLM_BASE_URL") and setting("LLM_MODEL"))
+    steps = next_steps(app, domain, webhook, model=model)
+    return Outcome(options.env_file, app, bot, domain, values, steps)
 
 
 async def register(
@@ -149,11 +205,13 @@ async def register(
     feishu_accounts: str,
     lark_accounts: str,
     lark: bool,
-    out: TextIO,
+    out: TextIO | None = None,
     network: Network | None = None,
+    display: Display | None = None,
 ) -> NewApp:
-    """Run the one-scan registration; a SetupFailed on a refusal, an expired link or a
-    network failure."""
+    """Run the one-scan registration, the link and progress shown on ``display`` (else on
+    ``out``, the terminal); a SetupFailed on a refusal, an expired link or a network
+    failure."""
     from lark_oapi.scene.registration.errors import (
         AppAccessDeniedError,
         AppExpiredError,
@@ -161,19 +219,18 @@ async def register(
     )
 
     switched = False
+    shown = display or Terminal(out or sys.stdout)
 
     def show(info: dict[str, Any]) -> None:
-        _show_link(out, str(info["url"]), int(info.get("expire_in") or 600), lark=lark)
+        shown.link(str(info["url"]), int(info.get("expire_in") or 600), lark=lark)
 
     def status(info: dict[str, Any]) -> None:
         nonlocal switched
         if info.get("status") == "domain_switched":
             switched = True
-            print(
+            shown.say(
                 "A Lark tenant: going on with Lark's accounts host "
-                "(on a phone, open the link in a browser if Lark says it expired).",
-                file=out,
-                flush=True,
+                "(on a phone, open the link in a browser if Lark says it expired)."
             )
         elif info.get("status") == "slow_down":
             logger.info("registration: asked to slow down, polling every %s s", info["interval"])
@@ -354,24 +411,10 @@ def _show_link(out: TextIO, url: str, expire_in: int, *, lark: bool) -> None:
     print("Waiting for the scan… (Ctrl+C stops)", file=out, flush=True)
 
 
-def _report(
-    out: TextIO,
-    env_file: Path,
-    app: NewApp,
-    bot: BotInfo,
-    domain: str,
-    values: Mapping[str, str],
-    webhook: str | None,
-    setting: Any,
-) -> None:
+def next_steps(app: NewApp, domain: str, webhook: str | None, *, model: bool) -> tuple[str, ...]:
+    """What is left to do once the env file holds the new app (``model``: the model's
+    settings are there already)."""
     console = f"{_console(domain)}/app/{app.app_id}"
-    print(
-        f"\nDone: the bot {bot.app_name or app.app_id} ({bot.open_id}) of app {app.app_id}; "
-        f"{', '.join(values)} written to {env_file} (mode 0600).",
-        file=out,
-    )
-    if "LARKGATE_ADMINS" in values:
-        print(f"You ({values['LARKGATE_ADMINS']}) are the bot's admin.", file=out)
     steps = [
         f"Publish a version of the app (Version Management & Release, {console}); a tenant "
         "admin may have to approve it. Its scopes and event work only once published."
@@ -389,11 +432,23 @@ def _report(
             "Events arrive over the long connection (FEISHU_EVENT_MODE=ws): no public URL "
             "is needed."
         )
-    if not (setting("LLM_BASE_URL") and setting("LLM_MODEL")):
+    if not model:
         steps.append("Set LLM_BASE_URL and LLM_MODEL (and LLM_API_KEY) for the model.")
     steps.append("Run larkgate serve, then message the bot (or mention it in a group).")
+    return tuple(steps)
+
+
+def _report(out: TextIO, outcome: Outcome) -> None:
+    app, values = outcome.app, outcome.values
+    print(
+        f"\nDone: the bot {outcome.bot.app_name or app.app_id} ({outcome.bot.open_id}) of app "
+        f"{app.app_id}; {', '.join(values)} written to {outcome.env_file} (mode 0600).",
+        file=out,
+    )
+    if "LARKGATE_ADMINS" in values:
+        print(f"You ({values['LARKGATE_ADMINS']}) are the bot's admin.", file=out)
     print("Left to do:", file=out)
-    for number, step in enumerate(steps, 1):
+    for number, step in enumerate(outcome.next_steps, 1):
         print(f"  {number}. {step}", file=out)
     out.flush()
 

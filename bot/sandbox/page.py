@@ -26,6 +26,19 @@ POST /api/open         ``{user, url}``: opens a card's link (an emulator page on
                        person's browser signed in to Feishu would: the emulator's consent
                        or verification page, then wherever it redirects (the bot's OAuth
                        callback); returns the status and the page's title
+POST /api/setup        ``{lark}`` (optional): the "Connect a real Feishu app" panel starts
+                       ``larkgate setup``'s one scan in the background (:mod:`.setup`; one
+                       at a time: while one runs, its state is the answer), waits a moment
+                       for the link, and answers the state; refused (403) from another
+                       page's origin
+GET  /api/setup        the registration's state: idle, starting, waiting (the link, its
+                       QR code as SVG, the seconds left), checking, done (the app, the env
+                       file written, what is left to do) or failed (why)
+
+The page server listens on 127.0.0.1 unless ``--host`` says otherwise, and that is what
+keeps other machines out; no route asks for a token. ``POST /api/setup``, which writes
+an app's secret into the env file, also refuses a browser's request from another origin
+(a page elsewhere posting to localhost).
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -48,9 +62,11 @@ from .emulator.clicks import ClickRefused, form_submission, shown_card
 from .files import file_response, stored_file
 from .people import BOT_NAME, BOT_OPEN_ID, GROUP_CHAT_ID, PEOPLE, Person, chat_of
 from .push import card_action_event, message_event, signed_request
+from .setup import SetupPanel
 from .transcript import transcript
 
 LONG_POLL_SECONDS = 20.0
+SETUP_LINK_WAIT_SECONDS = 10.0  # POST /api/setup waits this long for the link
 # The heading (or first paragraph) of a page the bot or the emulator answers a link with.
 _TITLE = re.compile(r"<(?:h1|p)>(.*?)</(?:h1|p)>", re.S)
 GROUP_FILE_NOTE = "In the group the bot reads the file with your next message that mentions it."
@@ -66,11 +82,14 @@ class BotEndpoint:
 
 
 class ChatPage:
-    def __init__(self, emulator: FakeFeishu, bot: BotEndpoint, model: str) -> None:
+    def __init__(
+        self, emulator: FakeFeishu, bot: BotEndpoint, model: str, *, env_file: Path
+    ) -> None:
         self._emulator = emulator
         self._bot = bot
         self._model = model
         self._session: aiohttp.ClientSession | None = None
+        self._setup = SetupPanel(env_file)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -82,13 +101,18 @@ class ChatPage:
         app.router.add_post("/api/open", self._open)
         app.router.add_post("/api/attachments", self._attach)
         app.router.add_get("/api/resource/{message_id}/{key}", self._resource)
+        app.router.add_get("/api/setup", self._setup_state)
+        app.router.add_post("/api/setup", self._setup_start)
         app.cleanup_ctx.append(self._http)
         return app
 
     async def _http(self, app: web.Application):
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
             self._session = session
-            yield
+            try:
+                yield
+            finally:
+                await self._setup.close()  # a registration still waiting writes nothing
         self._session = None
 
     # -- routes -------------------------------------------------------------------
@@ -239,6 +263,15 @@ class ChatPage:
         title = html.unescape(found.group(1)) if found else text[:200]
         return web.json_response({"status": status, "title": title})
 
+    async def _setup_state(self, request: web.Request) -> web.Response:
+        return web.json_response(self._setup.state())
+
+    async def _setup_start(self, request: web.Request) -> web.Response:
+        _same_origin(request)
+        body = await _json(request) if await request.read() else {}
+        self._setup.start(lark=body.get("lark") is True)
+        return web.json_response(await self._setup.settled(SETUP_LINK_WAIT_SECONDS))
+
     async def _deliver(
         self, person: Person, chat_id: str, chat_type: str, outgoing: Outgoing
     ) -> tuple[str, int, Any]:
@@ -286,6 +319,14 @@ def _person(key: object) -> Person:
     if person is None:
         raise web.HTTPBadRequest(text=f"unknown user {key!r}; one of {', '.join(PEOPLE)}")
     return person
+
+
+def _same_origin(request: web.Request) -> None:
+    """A browser says where a POST comes from: only this page's own origin may start a
+    registration (a request without Origin is no browser's cross-site one)."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        raise web.HTTPForbidden(text="only the sandbox's own page may do this")
 
 
 async def _json(request: web.Request) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import socket
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Self
 
 from aiohttp import web
@@ -93,8 +94,12 @@ class Sandbox:
         tools: Sequence[Tool] = (),
         connectors: ConnectorsConfig | None = None,
         connector_classes: Mapping[str, type[Connector]] | None = None,
+        env_file: Path | str = ".env",
     ) -> None:
         self._settings = settings
+        # Where the page's "Connect a real Feishu app" writes the new app (as larkgate setup
+        # does): the .env the settings were read from, in the directory dev started in.
+        self.env_file = Path(env_file).absolute()
         self._host = host
         self._port = port
         self._tools = tools
@@ -143,7 +148,9 @@ class Sandbox:
             )
             await self._serve_on(self.bot_app, bot_socket)
             endpoint = BotEndpoint(self.bot_url, self._token, self._key)
-            page = ChatPage(self.emulator, endpoint, self.bot_settings.llm_model)
+            page = ChatPage(
+                self.emulator, endpoint, self.bot_settings.llm_model, env_file=self.env_file
+            )
             self.page_url = await self._serve(page.app(), self._host, self._port)
         except BaseException:
             await self.stop()

@@ -112,6 +112,7 @@ async def test_the_page_is_served_and_calls_only_existing_endpoints(sandbox, pag
         "/api/click",
         "/api/attachments",
         "/api/open",
+        "/api/setup",
     }
     async with page.session.get(page.url + "/api/config") as resp:
         config = await resp.json()
@@ -121,7 +122,7 @@ async def test_the_page_is_served_and_calls_only_existing_endpoints(sandbox, pag
     assert config["chats"][1]["chat_id"] == GROUP_CHAT_ID
     assert config["upload_limit"] == 20 * 1024 * 1024
     # They exist, and refuse a body that is not JSON (or, for attachments, not a form).
-    for path in ("/api/messages", "/api/click", "/api/attachments", "/api/open"):
+    for path in ("/api/messages", "/api/click", "/api/attachments", "/api/open", "/api/setup"):
         async with page.session.post(page.url + path, data=b"nope") as resp:
             assert resp.status == 400
     async with page.session.get(page.url + "/api/transcript?user=nobody") as resp:
