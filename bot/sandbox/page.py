@@ -36,7 +36,9 @@ GET  /api/setup        the registration's state: idle, starting, waiting (the li
                        file written, what is left to do) or failed (why)
 
 The page server listens on 127.0.0.1 unless ``--host`` says otherwise, and that is what
-keeps other machines out; no route asks for a token. ``POST /api/setup``, which writes
+keeps other machines out; no route asks for a token. On loopback it answers only requests
+addressed to loopback (``Host``), so a web page whose name was rebound to 127.0.0.1 gets
+nothing. ``POST /api/setup``, which writes
 an app's secret into the env file, also refuses a browser's request from another origin
 (a page elsewhere posting to localhost).
 """
@@ -55,6 +57,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from .attachments import UPLOAD_LIMIT, Outgoing, attachment_messages, read_upload, text_message
 from .emulator import FakeFeishu
@@ -91,8 +94,10 @@ class ChatPage:
         self._session: aiohttp.ClientSession | None = None
         self._setup = SetupPanel(env_file)
 
-    def app(self) -> web.Application:
-        app = web.Application()
+    def app(self, *, host: str = "127.0.0.1") -> web.Application:
+        """The page's routes; served on ``host`` (a loopback address: only requests that
+        name one in their Host header are answered, see :func:`_loopback_only`)."""
+        app = web.Application(middlewares=[_loopback_only] if _is_loopback(host) else [])
         app.router.add_get("/", self._index)
         app.router.add_get("/api/config", self._config)
         app.router.add_get("/api/transcript", self._transcript)
@@ -319,6 +324,28 @@ def _person(key: object) -> Person:
     if person is None:
         raise web.HTTPBadRequest(text=f"unknown user {key!r}; one of {', '.join(PEOPLE)}")
     return person
+
+
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _is_loopback(host: str) -> bool:
+    return host.strip("[]").lower() in _LOOPBACK_NAMES or host.startswith("127.")
+
+
+@web.middleware
+async def _loopback_only(request: web.Request, handler: Any) -> web.StreamResponse:
+    """DNS rebinding: a page elsewhere whose name now points at 127.0.0.1 reaches this
+    server as the same origin as itself, so the Origin check cannot tell it apart; the Host
+    header it sends still names its own domain. A page served on loopback answers only
+    requests addressed to loopback."""
+    try:
+        name = URL(f"http://{request.host}").host or ""
+    except ValueError:  # not a host at all
+        name = ""
+    if not _is_loopback(name):
+        raise web.HTTPMisdirectedRequest(text="this sandbox answers only on 127.0.0.1 / localhost")
+    return await handler(request)
 
 
 def _same_origin(request: web.Request) -> None:

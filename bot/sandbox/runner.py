@@ -151,7 +151,7 @@ class Sandbox:
             page = ChatPage(
                 self.emulator, endpoint, self.bot_settings.llm_model, env_file=self.env_file
             )
-            self.page_url = await self._serve(page.app(), self._host, self._port)
+            self.page_url = await self._serve(page.app(host=self._host), self._host, self._port)
         except BaseException:
             await self.stop()
             raise

@@ -354,3 +354,19 @@ async def test_the_page_has_the_panel(sandbox, page):
         html = await response.text()
     assert "Connect a real Feishu app" in html
     assert '"/api/setup"' in html
+
+
+async def test_a_page_whose_name_was_rebound_to_loopback_gets_nothing(sandbox, accounts, page):
+    """DNS rebinding: evil.example now resolves to 127.0.0.1, so a browser sends that
+    page's requests here with ``Host: evil.example:<port>`` and an Origin of the same name
+    (the Origin check passes); the Host header is what gives it away."""
+    accounts.script_registration("success")
+    rebound = {"Host": "evil.example:8765", "Origin": "http://evil.example:8765"}
+    for path in ("/", "/api/transcript", "/api/setup"):
+        async with page.session.get(page.url + path, headers=rebound) as answer:
+            assert answer.status == 421, path
+    async with page.session.post(page.url + "/api/setup", json={}, headers=rebound) as answer:
+        assert answer.status == 421
+    assert not accounts.registrations
+    async with page.session.get(page.url + "/api/setup", headers={"Host": "localhost"}) as ok:
+        assert ok.status == 200  # addressed to loopback by any of its names: served
