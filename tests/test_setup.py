@@ -9,11 +9,9 @@ the test can read the intervals the SDK waited.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 import stat
-import types
 from pathlib import Path
 
 import pytest
@@ -25,36 +23,17 @@ from bot.onboarding import ADDONS, LARK_OPEN, open_domain, update_env_file
 
 from fakes.feishu_server import FakeFeishu
 from support.env import clear_settings
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
+from support.registration import FakeClock, every_log_line, registration_clock
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(sdk_registration, "time", types.SimpleNamespace(monotonic=fake.monotonic))
-    monkeypatch.setattr(sdk_registration, "asyncio", types.SimpleNamespace(sleep=fake.sleep))
-    return fake
+    return registration_clock(monkeypatch)
 
 
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    """Every log line at every level, whatever earlier tests set the SDKs' loggers to."""
-    for name in (None, "httpx", "httpcore", "Lark", "bot"):
-        caplog.set_level(logging.DEBUG, logger=name)
-    return caplog
+    return every_log_line(caplog)
 
 
 @pytest.fixture

@@ -101,11 +101,12 @@ class PooledTransport:
         self, request: BaseRequest, option: RequestOption, *, seconds: float | None = None
     ) -> RawResponse:
         """``seconds`` bounds this exchange instead of the session's timeout (uploads)."""
-        if request.files:
-            return await self._send_multipart(request, option, seconds=seconds)
         headers = self._headers(request, option)
-        data: bytes | None = None
-        if request.body is not None and _is_form(headers):
+        data: bytes | aiohttp.FormData | None = None
+        if request.files:
+            # aiohttp writes the multipart Content-Type (with its boundary) itself.
+            data = _form_data(request)
+        elif request.body is not None and _is_form(headers):
             # OAuth endpoints outside the OpenAPI (RFC 6749/8628) take a form, not JSON.
             data = urllib.parse.urlencode(request.body).encode()
             headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
@@ -122,24 +123,6 @@ class PooledTransport:
             URL(url, encoded=True),
             headers=headers,
             data=data,
-            timeout=aiohttp.ClientTimeout(total=seconds) if seconds else self._timeout,
-        ) as response:
-            raw = RawResponse()
-            raw.status_code = response.status
-            raw.headers = dict(response.headers)
-            raw.content = await _read_capped(response, self._max_answer_bytes)
-        return raw
-
-    async def _send_multipart(
-        self, request: BaseRequest, option: RequestOption, *, seconds: float | None
-    ) -> RawResponse:
-        # aiohttp writes the multipart Content-Type (with its boundary) itself.
-        async with self._client().request(
-            request.http_method.name,
-            self._url(request),
-            headers=self._headers(request, option),
-            params=request.queries or None,
-            data=_form_data(request),
             timeout=aiohttp.ClientTimeout(total=seconds) if seconds else self._timeout,
         ) as response:
             raw = RawResponse()

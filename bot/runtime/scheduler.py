@@ -134,8 +134,11 @@ class ScheduledRuns:
         self._wake.clear()
         due = await self._safe_next_due()
         delay = POLL_SECONDS if due is None else max(0.0, min(POLL_SECONDS, due - self._clock()))
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for, cancelled while it cancels
+        # its inner wait (a delay of 0, the loop's shutdown), could wait on it forever.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
 
     async def _safe_next_due(self) -> float | None:
         """The next due time, or the end of a running firing's lease (a process that died

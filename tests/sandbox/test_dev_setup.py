@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import socket
 import stat
-import types
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +22,12 @@ from typing import Any
 import aiohttp
 import pytest
 from dotenv import dotenv_values
-from lark_oapi.scene import registration as sdk_registration
 
 from bot.sandbox.setup import qr_svg
 
 from fakes.feishu_server import FakeFeishu
 from support.env import clear_settings
+from support.registration import FakeClock, every_log_line, registration_clock
 from support.sandbox import Page
 
 EXISTING = """\
@@ -41,32 +39,6 @@ DATABASE_URL=sqlite+aiosqlite:///./bot.db
 """
 
 
-class FakeClock:
-    """The SDK's ``time.monotonic`` and ``asyncio.sleep``: a sleep advances the time at
-    once, unless the clock is held (``hold``), when it waits for ``release``."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-        self._running = asyncio.Event()
-        self._running.set()
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await self._running.wait()
-        self.now += seconds
-        await asyncio.sleep(0)
-
-    def hold(self) -> None:
-        self._running.clear()
-
-    def release(self) -> None:
-        self._running.set()
-
-
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     clear_settings(monkeypatch, tmp_path)  # and run in tmp_path: dev's .env is there
@@ -74,18 +46,12 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(sdk_registration, "time", types.SimpleNamespace(monotonic=fake.monotonic))
-    monkeypatch.setattr(sdk_registration, "asyncio", types.SimpleNamespace(sleep=fake.sleep))
-    return fake
+    return registration_clock(monkeypatch)
 
 
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    """Every log line at every level, whatever earlier tests set the SDKs' loggers to."""
-    for name in (None, "httpx", "httpcore", "Lark", "bot", "aiohttp"):
-        caplog.set_level(logging.DEBUG, logger=name)
-    return caplog
+    return every_log_line(caplog)
 
 
 @pytest.fixture

@@ -107,15 +107,8 @@ class ForwardProxy:
             return
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
-            address = self.hosts.get(host)
-            if address is None:
-                self.refused.append(502)
-                await _answer(writer, "502 Bad Gateway")
-                return
-            upstream = await _open(address, int(port))
-            if upstream is None:  # nothing listens there: a proxy says so with a 502
-                self.refused.append(502)
-                await _answer(writer, "502 Bad Gateway")
+            upstream = await self._upstream(host, int(port), writer)
+            if upstream is None:
                 return
             upstream_reader, upstream_writer = upstream
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -123,6 +116,18 @@ class ForwardProxy:
             await _pipe_both(reader, writer, upstream_reader, upstream_writer)
             return
         await self._forward(method, target, headers, reader, writer)
+
+    async def _upstream(
+        self, host: str, port: int, writer: asyncio.StreamWriter
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to ``host``, or None once the client was told 502 (a name this
+        proxy cannot resolve, or nothing listening there, as a real proxy answers)."""
+        address = self.hosts.get(host)
+        upstream = None if address is None else await _open(address, port)
+        if upstream is None:
+            self.refused.append(502)
+            await _answer(writer, "502 Bad Gateway")
+        return upstream
 
     def _authorised(self, headers: Mapping[str, str]) -> bool:
         assert self.credentials is not None
@@ -143,15 +148,8 @@ class ForwardProxy:
             return
         authority, _, path = target.removeprefix("http://").partition("/")
         host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "80")
-        address = self.hosts.get(host)
-        if address is None:
-            self.refused.append(502)
-            await _answer(writer, "502 Bad Gateway")
-            return
-        upstream = await _open(address, int(port))
+        upstream = await self._upstream(host, int(port), writer)
         if upstream is None:
-            self.refused.append(502)
-            await _answer(writer, "502 Bad Gateway")
             return
         upstream_reader, upstream_writer = upstream
         kept = [
