@@ -453,8 +453,11 @@ async def test_the_wal_stays_bounded_under_writes_that_never_pause(migrated_url,
 
         await asyncio.gather(writer(0), writer(1_000_000))
     assert written == 20_000_000
-    # The WAL's file keeps the size it grew to between two restarts (a few MB here).
-    assert largest < written / 2, (largest, written)
+    # The WAL's file keeps the size it grew to between two restarts: a few MB here, and
+    # at least every page written without one. The checkpointer is a thread that a busy
+    # machine may not run for a while (10.3 MB seen with both cores loaded), so the bound
+    # says "restarted well before the end", not how often.
+    assert largest < written * 0.75, (largest, written)
 
 
 @pytest.mark.parametrize("brief", [False, True], ids=["queued", "brief"])
