@@ -151,6 +151,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
             "larkgate serve needs these settings (environment or .env): " + ", ".join(missing)
         )
     settings.agent()  # a wrong [models] or [plan] table stops here, said plainly
+    settings.network()  # so do a proxy or a CA file that cannot be used
     _configure_logging(settings)
     from bot.app import create_app
     from bot.serving import serve

@@ -240,7 +240,7 @@ class Settings(BaseSettings):
     def _network(self) -> Network:
         network = Network(ca_bundle=self.larkgate_ca_bundle)
         try:
-            network.ssl_context  # noqa: B018  # a CA file that cannot be read fails here
+            network.check()  # a proxy or a CA file that cannot be used fails here
         except NetworkSettingError as exc:
             raise SettingsError(str(exc)) from None
         return network

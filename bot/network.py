@@ -108,6 +108,15 @@ class Network:
             os.environ.get("SSL_CERT_DIR") or None,
         )
 
+    def check(self) -> None:
+        """Raise :class:`NetworkSettingError` for a setting no request could use (a proxy
+        that is not ``http://``, a CA file that is not one), before any request is made."""
+        for scheme in ("http", "https"):
+            configured = (self.proxies or {}).get(scheme)
+            if configured:
+                parse_proxy(configured)
+        self.ssl_context  # noqa: B018  # loads (and so checks) the CA files
+
     def proxy_for(self, url: str | URL) -> Proxy | None:
         """The proxy a request to ``url`` goes through, or None (direct)."""
         target = url if isinstance(url, URL) else URL(url)
@@ -204,8 +213,9 @@ def parse_proxy(value: str) -> Proxy:
     url = URL(text if "://" in text else f"http://{text}")
     if url.scheme != "http" or not url.host:
         raise NetworkSettingError(
-            f"proxy {redacted(text)}: only http:// proxies are supported (an https:// target "
-            "still goes through it in a CONNECT tunnel, TLS end to end)"
+            f"proxy {redacted(text)} (HTTP_PROXY/HTTPS_PROXY): only http:// proxies are "
+            "supported (an https:// target still goes through one in a CONNECT tunnel, TLS "
+            "end to end)"
         )
     authorization = None
     if url.user is not None:

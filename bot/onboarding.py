@@ -478,7 +478,7 @@ def _network(ca_bundle: str) -> Network:
     before an app is made."""
     network = Network(ca_bundle=Path(ca_bundle) if ca_bundle.strip() else None)
     try:
-        network.ssl_context  # noqa: B018  # an unreadable CA file fails here, not later
+        network.check()  # a proxy or a CA file that cannot be used fails here, not later
     except NetworkSettingError as exc:
         raise SetupFailed(f"{exc}; nothing was registered") from None
     return network

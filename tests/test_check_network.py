@@ -216,3 +216,34 @@ async def test_a_proxy_in_the_env_file_is_the_one_larkgate_check_uses(
     line = next(row for row in out.splitlines() if "reach Feishu OpenAPI" in row)
     assert f"via http://***@127.0.0.1:{proxy.port}: reachable" in line
     assert proxy.connects() and PASSWORD not in out
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("HTTPS_PROXY", "socks5://proxy.corp:1080", "only http:// proxies"),
+        ("https_proxy", "https://u:topsecret@proxy.corp:3128", "only http:// proxies"),
+        ("LARKGATE_CA_BUNDLE", "/nonexistent/company-ca.pem", "LARKGATE_CA_BUNDLE="),
+    ],
+)
+def test_serve_refuses_a_network_setting_it_cannot_use(
+    variable, value, said, monkeypatch, tmp_path, capsys
+):
+    """Said at start, plainly, before anything is served (not as a failed call later)."""
+    from bot.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for name, setting in {
+        "FEISHU_APP_ID": "cli_test",
+        "FEISHU_APP_SECRET": "secret",
+        "FEISHU_VERIFICATION_TOKEN": "vt",
+        "FEISHU_ENCRYPT_KEY": "ek",
+        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "LLM_MODEL": "m",
+        variable: value,
+    }.items():
+        monkeypatch.setenv(name, setting)
+    assert main(["serve", "--port", "9"]) == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert "topsecret" not in err
