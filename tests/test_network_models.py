@@ -122,6 +122,35 @@ async def test_the_model_over_http_goes_through_the_proxy_in_absolute_form(monke
     assert [r.body.get("stream", False) for r in server.requests] == [False, True]
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_proxy_wanting_credentials_is_said_and_not_retried(monkeypatch, authority, scheme):
+    """The proxy's 407: to an absolute-form request (http://) it is the HTTP answer, to a
+    CONNECT (https://) the tunnel's refusal; either way the model hears nothing, the error
+    says what to set, and no retry repeats it."""
+    tls = authority.server_context(MODEL) if scheme == "https" else None
+    server = _named(FakeOpenAIServer(), MODEL, tls)
+    async with server, ForwardProxy({MODEL: "127.0.0.1"}, credentials="corp:right") as proxy:
+        _through(monkeypatch, proxy, scheme)
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", proxy.url_with("corp:wrong-pw"))
+        llm = OpenAICompatibleLLM(
+            server.base_url,
+            "sk-corp-not-secret",
+            "corp-model",
+            max_retries=3,  # would back off and try again if it took this for a hiccup
+            http_client=model_http_client(Network(ca_bundle=authority.pem)),
+        )
+        try:
+            with pytest.raises(LLMError) as raised:
+                await llm.chat(QUESTION)
+        finally:
+            await llm.aclose()
+    assert "the proxy wants credentials (HTTP 407)" in str(raised.value)
+    assert not isinstance(raised.value, LLMTransientError)
+    assert proxy.refused == [407]  # once: not retried
+    assert server.requests == []
+    assert "wrong-pw" not in str(raised.value)
+
+
 async def test_a_host_in_no_proxy_goes_direct_where_its_name_does_not_resolve(monkeypatch):
     # The control of the test above: the .test name resolves only at the proxy.
     async with _model_behind_proxy(monkeypatch, None) as (server, proxy):

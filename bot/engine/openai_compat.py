@@ -275,6 +275,8 @@ class OpenAICompatibleLLM:
             problem = _lasting_connection_problem(exc)
             return None if problem is None else LLMRequestError(f"{self.model}: {problem}")
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        if status == 407:  # an http:// endpoint behind the proxy: the proxy's own answer
+            return LLMRequestError(f"{self.model}: {_PROXY_WANTS_CREDENTIALS}", status_code=407)
         kind = classify_error(status, code=exc.code, error_type=exc.type, message=_said(exc))
         if kind in RETRIED:
             return None
@@ -518,6 +520,12 @@ def _said(exc: openai.APIError) -> str:
     return f"{message if isinstance(message, str) else ''} {exc.message}"
 
 
+_PROXY_WANTS_CREDENTIALS = (
+    "the proxy wants credentials (HTTP 407): put them in HTTPS_PROXY / HTTP_PROXY "
+    "(http://user:password@host:port)"
+)
+
+
 def _lasting_connection_problem(exc: BaseException) -> str | None:
     """What no retry fixes, found in the chain of causes: the endpoint's certificate is
     not one the bot trusts (a TLS-inspecting proxy's CA not given), or the egress proxy
@@ -533,7 +541,7 @@ def _lasting_connection_problem(exc: BaseException) -> str | None:
                 "with LARKGATE_CA_BUNDLE or SSL_CERT_FILE"
             )
         if isinstance(current, httpx2.ProxyError) and "407" in str(current):
-            return "the proxy wants credentials (HTTP 407): put them in HTTPS_PROXY / HTTP_PROXY"
+            return _PROXY_WANTS_CREDENTIALS
         current = current.__cause__ or current.__context__
     return None
 
