@@ -72,11 +72,13 @@ from bot.feishu.errors import (
     FeishuTokenInvalid,
     FeishuTransportError,
 )
+from bot.governance.questions import TOOL_NAME as QUESTION_TOOL
 from bot.governance.user_auth.config import OFF_DETAIL
 from bot.network import Network, model_http_client
 from bot.reachability import describe as describe_network
 from bot.reachability import outbound_hosts, reach_all, route
 from bot.runtime.api_budget import ApiUsage
+from bot.runtime.schedule_tools import TOOL_NAMES as SCHEDULE_TOOL_NAMES
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from bot.timezones import time_zone
 from connectors.base import ConnectorContext
@@ -235,8 +237,50 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
             for status in await hub.check():
                 detail = f"{status.detail} ({status.tools} tools)" if status.ok else status.detail
                 results.append(CheckResult(f"connector {status.name}", status.ok, detail))
+            tool_names = [*hub.registry.names(), *SCHEDULE_TOOL_NAMES, QUESTION_TOOL]
+            results += _profiles(settings, tool_names)
         finally:
             await hub.aclose()
+    return results
+
+
+def _profiles(settings: Settings, tool_names: list[str]) -> list[CheckResult]:
+    """Each agent profile: what it offers, on which model, approved by whom, used where; a
+    tool entry that matches no tool (a typo, a connector that is off) fails."""
+    try:
+        profiles = settings.profiles()
+        hints = set(settings.agent().models)
+    except SettingsError as exc:
+        return [CheckResult("profiles", False, str(exc))]
+    results = []
+    for name, profile in sorted(profiles.profiles.items()):
+        routes = [where for where, used in profiles.routes() if used == name]
+        offered = [t for t in tool_names if profile.allows(t, "read")] if profile.tools else []
+        parts = [
+            f"tools: {', '.join(offered) or 'none'}" if profile.tools is not None else "all tools",
+            "read-only" if profile.read_only else "",
+            f"model {profile.model}" + ("" if profile.model in hints else " (on LLM_BASE_URL)")
+            if profile.model
+            else "",
+            f"mode {profile.mode}" if profile.mode else "",
+            f"approvers {', '.join(profile.approvers)}" if profile.approvers else "",
+            f"used in {', '.join(routes)}"
+            if routes
+            else "used nowhere (no [groups] or [dm] route)",
+        ]
+        detail = "; ".join(part for part in parts if part)
+        unmatched = profile.unmatched(tool_names)
+        if unmatched:
+            results.append(
+                CheckResult(
+                    f"profile {name}",
+                    False,
+                    f"tools {', '.join(repr(u) for u in unmatched)} match no tool of this "
+                    f"deployment (a typo, or a connector that is off); {detail}",
+                )
+            )
+        else:
+            results.append(CheckResult(f"profile {name}", True, detail, warn=not routes))
     return results
 
 

@@ -30,6 +30,7 @@ from bot.governance.config import (
 from bot.governance.seal import derive_button_key
 from bot.governance.user_auth.config import UserAuthConfig
 from bot.network import Network, NetworkSettingError
+from bot.profiles import ProfileError, Profiles, load_profiles
 from bot.timezones import check_time_zone
 from connectors.config import ConnectorsConfig, merge_environment
 
@@ -297,6 +298,19 @@ class Settings(BaseSettings):
 
         return self._once("agent", build)
 
+    def profiles(self) -> Profiles:
+        """The agent profiles and the chats routed to them ([profiles], [groups], [dm])."""
+
+        def build() -> Profiles:
+            if self.larkgate_config is None:
+                return Profiles()
+            try:
+                return load_profiles(self._file(), where=str(self.larkgate_config))
+            except ProfileError as exc:
+                raise SettingsError(str(exc)) from None
+
+        return self._once("profiles", build)
+
     def hint_models(self) -> dict[str, LLMConfig]:
         """The models configured for hints ("fast", "reasoning"), on the main endpoint and
         key unless their table names others."""
@@ -371,6 +385,7 @@ class Settings(BaseSettings):
                 self.feishu_verification_token.get_secret_value(),
             ),
             console_url=self.console_url(),
+            profiles=self.profiles(),
         )
 
     def user_auth(self) -> UserAuthConfig | None:

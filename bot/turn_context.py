@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from bot.askers import Askers
 from bot.engine import RunCheckpoint, RunContext, current_run
+from bot.profiles import Profile
 
 __all__ = ["LiveMarker", "RunParking", "RunSlot", "TurnContext", "current_turn", "turn_of"]
 
@@ -92,6 +93,8 @@ class TurnContext:
     # Saves the run before it waits for a person (None: a run that cannot be resumed
     # elsewhere, e.g. a scheduled run: it waits as before).
     parking: RunParking | None = None
+    # The chat's agent profile (None: the default agent): the tools that may run here.
+    profile: Profile | None = None
 
     def askers(self) -> Askers:
         """Everyone whose message this run answers, as of now (more may join)."""

@@ -14,8 +14,9 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from bot.agent_config import MODEL_HINTS
 from bot.askers import Askers
 from bot.config import LLMConfig, RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
@@ -157,6 +158,8 @@ class _Foundation:
     metered: MeteredLLM
     # The main model (metered) and those configured for hints ("fast", "reasoning").
     models: ModelRegistry
+    # The models profiles name that are no hint, by name (metered; on the main endpoint).
+    profile_models: Mapping[str, LLM]
     # Images as text, for a main model without vision (or that refuses images).
     image_text: ImageText
     # Clients of our own beside the main model (the vision and transcription models), and
@@ -273,7 +276,19 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
             for h, m in hinted_probed.items()
         },
     )
-    probes = [p for p in (probed, *hinted_probed.values()) if p is not None]
+    # A profile's model that is no hint: a client of its own on the main endpoint.
+    named = {p.model for p in settings.profiles().profiles.values()} - {"", *MODEL_HINTS}
+    profile_probed: dict[str, ProbedLLM] = {}
+    for name in sorted(named) if overrides.llm is None else ():
+        config = replace(settings.llm(), model=name)
+        profile_probed[name] = _probed(_client(config, network), config, network)
+    profile_models: dict[str, LLM] = {
+        name: MeteredLLM(ImageFallbackLLM(m, image_text), metrics)
+        for name, m in profile_probed.items()
+    }
+    probes = [
+        p for p in (probed, *hinted_probed.values(), *profile_probed.values()) if p is not None
+    ]
     listener, transcribe = _transcriber(settings, network)
     identity = BotIdentity(feishu)
     identity.start()
@@ -290,6 +305,7 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         model=model,
         metered=metered,
         models=models,
+        profile_models=profile_models,
         image_text=image_text,
         extra_models=(
             *probes,
@@ -570,6 +586,7 @@ def _turn_runner(
     # Every agent of every mode (and each step of a plan) gets the same tools and hooks.
     agent_factory = AgentBuilder(
         models=base.models,
+        profile_models=base.profile_models,
         tools_for_run=governance.tools_for_run,
         hooks=tools.hooks,
         mode=agent.mode,
@@ -615,6 +632,7 @@ def _turn_runner(
             base.feishu, settings.media(), base.image_text, readers, transcribe=base.transcribe
         ),
         model_deadline_seconds=settings.larkgate_turn_deadline_seconds,
+        profiles=settings.profiles(),
         checkpoints=Checkpoints(
             store=CheckpointStore(base.database, clock=base.clock),
             seal=CheckpointSeal(checkpoint_key(settings.governance().button_key)),

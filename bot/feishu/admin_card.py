@@ -36,6 +36,8 @@ class AdminCardView:
     notice: str | None = None
     version: int = 0  # the mode's version this card shows (the toggle acts only on it)
     seal: str = ""  # the seal of the toggle's value (bot.governance.seal)
+    # The agent profiles: (name, where it is used), as larkgate.toml routes chats.
+    profiles: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def admin_button_value(setting: str, value: str, version: int) -> dict[str, str | int]:
@@ -54,6 +56,8 @@ def admin_card(view: AdminCardView) -> dict[str, Any]:
     elements.append(_markdown("changed", _changed(view)))
     admins = mentions(view.admins, shown=ADMINS_SHOWN) if view.admins else "none configured"
     elements.append(_markdown("admins", f"**Admins** {admins}"))
+    if view.profiles:
+        elements.append(_markdown("profiles", _profiles(view.profiles)))
     elements.append(_toggle(view))
     return {
         "schema": "2.0",
@@ -68,6 +72,13 @@ def admin_card(view: AdminCardView) -> dict[str, Any]:
         },
         "body": {"direction": "vertical", "elements": elements},
     }
+
+
+def _profiles(profiles: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    lines = ["**Agent profiles** (larkgate.toml)"]
+    for name, used in profiles:
+        lines.append(f"- **{name}**: {', '.join(used) if used else 'no chat is routed to it'}")
+    return "\n".join(lines)
 
 
 def _changed(view: AdminCardView) -> str:

@@ -142,7 +142,16 @@ class AdminCommands:
                 notice=notice,
                 version=mode.version,
                 seal=self._seal.sealed(toggle)["seal"],
+                profiles=self._profiles(),
             )
+        )
+
+    def _profiles(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        profiles = self._config.profiles
+        routes = profiles.routes()
+        return tuple(
+            (name, tuple(where for where, used in routes if used == name))
+            for name in sorted(profiles.profiles)
         )
 
     async def _refuse(self, actor: str, chat_id: str, command: str, what: str) -> AdminReply | None:

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bot.profiles import Profiles
+
 # always: every call asks; never: no call asks; write: calls of tools that are not
 # classified read ask (an unclassified tool counts as a write).
 ApprovalMode = Literal["always", "never", "write"]
@@ -85,6 +87,8 @@ class GovernanceConfig:
     # Where an approver reads a call too long for its card in full (the web console's page),
     # or None when the console is off; "" when it is on but the public URL is unknown.
     console_url: str | None = None
+    # The agent profiles and the chats routed to them (shown on the admin card).
+    profiles: Profiles = field(default_factory=Profiles)
 
     def is_admin(self, open_id: str) -> bool:
         return open_id in self.admins

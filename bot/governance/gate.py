@@ -31,6 +31,7 @@ from bot.askers import Askers, common
 from bot.engine import HookResult
 from bot.engine.hooks import ToolUse
 from bot.feishu.errors import FeishuError
+from bot.profiles import Profile
 from bot.store.approvals import (
     APPROVED,
     CANCELLED,
@@ -45,7 +46,7 @@ from bot.store.approvals import (
 from bot.turn_context import TurnContext, turn_of
 
 from .cards import ApprovalCards
-from .config import GovernanceConfig
+from .config import ApproverRule, GovernanceConfig
 from .person_wait import PersonWaits, call_key, hold, park
 from .posting import post_card
 
@@ -117,7 +118,7 @@ class FeishuGateHook:
                 turn.scope_key, turn.generation, call.name, askers.everyone
             ):
                 return HookResult()
-            approvers = self._approvers_for(askers)
+            approvers = self._approvers_for(askers, turn.profile)
             if not approvers:
                 return HookResult(False, await self._nobody_approves(call.name, askers))
             await park(call, turn)  # before the card: a click must find the run resumable
@@ -181,9 +182,12 @@ class FeishuGateHook:
             return await self._wait(record, call.call_id, turn)
         return await self._hold(record, self._waits.register(record.id), call.call_id, turn)
 
-    def _approvers_for(self, askers: Askers) -> tuple[str, ...]:
-        """Who may decide a call for every one of ``askers`` alike (never an unknown "")."""
+    def _approvers_for(self, askers: Askers, profile: Profile | None) -> tuple[str, ...]:
+        """Who may decide a call for every one of ``askers`` alike (never an unknown ""):
+        the chat's profile's approvers when it names some, else the approver rule's."""
         rule, admins = self._config.approvers, self._config.admins
+        if profile is not None and profile.approvers:
+            rule = ApproverRule("list", profile.approvers)
         return tuple(a for a in common(askers, lambda a: rule.approvers(a, admins)) if a)
 
     async def _nobody_approves(self, tool: str, askers: Askers) -> str:

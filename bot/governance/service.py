@@ -27,6 +27,7 @@ from .decisions import ApprovalDecisions
 from .gate import FeishuGateHook
 from .names import UserNames
 from .person_wait import PersonWaits
+from .profile_guard import ProfileGuard
 from .readonly import ReadOnlyGuard, ReadOnlySwitch, ToolsForRun
 from .seal import ButtonSeal
 from .sweeper import ApprovalSweeper
@@ -40,8 +41,9 @@ class Governance:
     audit: AuditLog
     waits: PersonWaits[ApprovalRecord]
     sweeper: ApprovalSweeper
-    # PreToolUse hooks, in order: the read-only guard first, so a write in read-only
-    # mode is refused without asking anyone; the approval gate; the read-only guard again,
+    # PreToolUse hooks, in order: the profile guard (a tool the chat's agent may not use),
+    # the read-only guard, so a write in read-only mode is refused without asking anyone;
+    # the approval gate; the read-only guard again,
     # at the moment the call would run (after any wait for a human). Nothing after them
     # may rewrite a call's arguments: what was approved is what runs.
     hooks: tuple[Hook, ...]
@@ -108,6 +110,7 @@ def build_governance(
         # Consent to act as the requester is asked after the approval (no one is asked to
         # authorise a call that will be denied), and before read-only mode's last word.
         hooks=(
+            ProfileGuard(),  # a tool this chat's agent may not use is never even approved
             ReadOnlyGuard(org),
             gate,
             *((user_auth_gate,) if user_auth_gate is not None else ()),

@@ -43,6 +43,10 @@ NOT_EVERYONES = (
 NOT_YOURS = "only the person who created that task, or an admin, may cancel it"
 
 
+# The scheduling tools' names (larkgate check matches profiles' tool lists against them).
+TOOL_NAMES = ("schedule_task", "list_scheduled_tasks", "cancel_scheduled_task")
+
+
 class SchedulingGuard:
     """A PreToolUse hook, before the approval gate, so no one is asked to approve what
     would be refused anyway: a scheduled run cannot schedule or cancel tasks, a reply that
@@ -94,21 +98,14 @@ class ScheduleTools:
         return SchedulingGuard(self._store, self._is_admin)
 
     def tools(self) -> list[Tool]:
+        schedule, listing, cancel = TOOL_NAMES
         return [
+            tool_from_function(self.schedule_task, name=schedule, side_effect="write", timeout=30),
             tool_from_function(
-                self.schedule_task, name="schedule_task", side_effect="write", timeout=30
+                self.list_scheduled_tasks, name=listing, side_effect="read", timeout=30
             ),
             tool_from_function(
-                self.list_scheduled_tasks,
-                name="list_scheduled_tasks",
-                side_effect="read",
-                timeout=30,
-            ),
-            tool_from_function(
-                self.cancel_scheduled_task,
-                name="cancel_scheduled_task",
-                side_effect="write",
-                timeout=30,
+                self.cancel_scheduled_task, name=cancel, side_effect="write", timeout=30
             ),
         ]
 

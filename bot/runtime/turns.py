@@ -23,6 +23,7 @@ from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
 from bot.logs import bind_log_context, log_scope
+from bot.profiles import Profile, Profiles
 from bot.store import (
     ConversationStore,
     FinishedTurn,
@@ -55,7 +56,8 @@ CARD_END_SECONDS = 5.0  # to close the card of an interrupted turn
 
 # Makes the agent for a new run (async: what it may use depends on the org's mode), in
 # the mode given (``/plan`` forces one) or, with None, the configured one.
-AgentFactory = Callable[[RunMode | None], Awaitable[ChatAgent]]
+# The agent of a run: the mode /plan forced (or None), the chat's profile (or None).
+AgentFactory = Callable[[RunMode | None, Profile | None], Awaitable[ChatAgent]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 # Counts a run's tokens against the budget of each of its askers (everyone whose message it
@@ -84,7 +86,10 @@ class TurnRunner:
         media: MediaReader | None = None,
         model_deadline_seconds: float | None = None,
         checkpoints: Checkpoints | None = None,
+        profiles: Profiles | None = None,
     ) -> None:
+        # Which agent each chat gets (its profile; none: the default agent).
+        self._profiles = profiles if profiles is not None else Profiles()
         # Where runs that wait for a person are saved, to be resumed by any process (None:
         # such a run waits in this process only, and a restart starts it over).
         self._checkpoints = checkpoints
@@ -223,7 +228,8 @@ class TurnRunner:
         question = await turn.before_start(
             build_question(message, early, loaded, self._media, earlier=extras.earlier)
         )
-        agent = await self._agent_factory(extras.mode) if question is not None else None
+        profile = self._profiles.for_chat(message.chat_id, message.chat_type)
+        agent = await self._agent_factory(extras.mode, profile) if question is not None else None
         if question is None or agent is None or turn.stopped_before_start:
             # A /stop while the question was read (downloads) or the agent made: the run
             # has not bound the queue yet, so the stop was left here for it.
@@ -261,7 +267,7 @@ class TurnRunner:
             images=question.images,
             interrupt_queue=turn.interrupts,
             on_event=_fan_out(events.on_event, live.on_event),
-            deps=_turn_context(message, start, live, turn, extras.scheduled_task, parking),
+            deps=_turn_context(message, start, live, turn, extras.scheduled_task, parking, profile),
             run_id=run_id,
         )
         ran = _Ran(agent, question, start, result, live, events, parking)
@@ -356,7 +362,11 @@ class TurnRunner:
         loaded = await self._conversations.load(key, history_limit=self._history_messages)
         if loaded.generation != parked.generation:
             return await self._abandon(turn, message, stored, live, texts.RESET_WHILE_WAITING)
-        agent = await self._agent_factory("react")  # only a ReAct run is saved (not a plan)
+        # The chat's profile as configured now: a profile that lost a tool meanwhile
+        # refuses the call it waited for.
+        profile = self._profiles.for_chat(message.chat_id, message.chat_type)
+        # Only a ReAct run is saved (not a plan).
+        agent = await self._agent_factory("react", profile)
         if not isinstance(agent, ReActAgent):
             return await self._abandon(turn, message, stored, live, texts.cannot_resume("no agent"))
         start = _Started(parked.run_id, key, parked.started_at, loaded, parked.model)
@@ -379,7 +389,7 @@ class TurnRunner:
             parked.engine,
             interrupt_queue=turn.interrupts,
             on_event=_fan_out(events.on_event, live.on_event),
-            deps=_turn_context(message, start, live, turn, "", parking),
+            deps=_turn_context(message, start, live, turn, "", parking, profile),
         )
         question = Question(parked.engine.query, [], remembered=parked.remembered)
         ran = _Ran(agent, question, start, result, live, events, parking)
@@ -589,6 +599,7 @@ def _turn_context(
     turn: Turn,
     scheduled_task: str,
     parking: TurnParking | None,
+    profile: Profile | None,
 ) -> TurnContext:
     earlier = parking.joined_before if parking is not None else ()
     joined: Callable[[], tuple[str, ...]] = turn.joined_senders
@@ -613,6 +624,7 @@ def _turn_context(
         scheduled_task=scheduled_task,
         joined_senders=joined,
         parking=parking,
+        profile=profile,
     )
 
 
