@@ -22,6 +22,7 @@ A body is read and parsed by the guard, for every route, before the handler runs
     GET  /api/usage                        tokens and messages per user and group, today
     GET  /api/schedules                    every scheduled task (bot.runtime.schedule_console)
     POST /api/schedules/{id}/cancel        cancel one, as an admin (audited)
+    GET  /api/profiles                     the agent profiles (larkgate.toml) and their routes
     GET  /api/authorizations               who let the bot act as them, until when (no token)
     POST /api/authorizations/{open_id}/revoke   forget a person's grant, as an admin (audited)
 """
@@ -108,6 +109,7 @@ def add_console(app: web.Application, token: str) -> None:
     app.router.add_get("/api/readonly", guarded(_read_only))
     app.router.add_post("/api/readonly", guarded(_set_read_only))
     app.router.add_get("/api/audit", guarded(_audit))
+    app.router.add_get("/api/profiles", guarded(_profiles))
     app.router.add_get("/api/usage", guarded(_usage))
     app.router.add_get("/api/schedules", guarded(_schedules))
     app.router.add_post("/api/schedules/{task_id}/cancel", guarded(_cancel_schedule))
@@ -160,6 +162,7 @@ def _run_json(record: RunRecord, *, live: bool) -> dict[str, Any]:
         "started_at": record.started_at,
         "finished_at": record.finished_at,
         "model": record.model,
+        "profile": record.profile,
         "tokens": {
             "prompt": record.prompt_tokens,
             "completion": record.completion_tokens,
@@ -204,6 +207,30 @@ async def _events(request: web.Request) -> web.StreamResponse:
     return await sse.single_done(request, sse.done_from_record(record), after)
 
 
+async def _profiles(request: web.Request) -> web.Response:
+    """Each profile as configured (instructions included: the console is for admins), and
+    which chats use it."""
+    profiles = request.app[CONSOLE].governance.config.profiles
+    routes = profiles.routes()
+    return web.json_response(
+        {
+            "profiles": [
+                {
+                    "name": name,
+                    "instructions": p.instructions,
+                    "tools": list(p.tools) if p.tools is not None else None,
+                    "model": p.model or None,
+                    "approvers": list(p.approvers),
+                    "mode": p.mode,
+                    "read_only": p.read_only,
+                    "used_in": [where for where, used in routes if used == name],
+                }
+                for name, p in sorted(profiles.profiles.items())
+            ]
+        }
+    )
+
+
 def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -224,6 +251,7 @@ def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
         "decided_by": record.decided_by,
         "note": record.note,
         "side_effect": record.side_effect,
+        "profile": record.profile,
     }
 
 

@@ -85,6 +85,8 @@ class ApprovalCardView:
     # Everyone whose message is in the run that asked, ``requester`` first; () when the
     # requester asked alone. The card names them all: the call is for each of them.
     requesters: tuple[str, ...] = ()
+    # The agent profile of the run that asked (larkgate.toml), None for the default agent.
+    profile: str | None = None
 
     @property
     def askers(self) -> tuple[str, ...]:
@@ -233,6 +235,8 @@ def _facts(view: ApprovalCardView, tool: str) -> str:
     elif view.acts_as_user:
         lines[-1] += f" as {mention(view.requester)}"
         lines.append("It runs with their own Feishu account and permissions, not the bot's.")
+    if view.profile:  # a name from larkgate.toml: letters, digits, - and _
+        lines.append(f"**Agent** {view.profile} (this chat's profile)")
     return "\n".join(lines)
 
 

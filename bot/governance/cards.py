@@ -59,6 +59,7 @@ class ApprovalCards:
             console_url=self._config.console_url,
             session_grants=self._config.rules.session_grants,
             acts_as_user=self._acts_as_user(record.tool),
+            profile=record.profile,
         )
 
     async def post(self, record: ApprovalRecord) -> str:

@@ -141,6 +141,7 @@ class FeishuGateHook:
                     ttl_seconds=self._config.approval_ttl_seconds,
                     side_effect=call.side_effect,
                     call_id=key,
+                    profile=turn.profile.name if turn.profile is not None else None,
                 )
             )
             decided = await self._wait(record, call.call_id, turn)

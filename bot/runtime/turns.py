@@ -236,7 +236,8 @@ class TurnRunner:
             await live.end_unanswered(texts.STOPPED_CARD)
             await self._complete(turn)
             return None
-        start = _Started(run_id, key, started_at, loaded, getattr(agent.llm, "model", None) or "")
+        model = getattr(agent.llm, "model", None) or ""
+        start = _Started(run_id, key, started_at, loaded, model, _name(profile))
         events = self._events.open(
             run_id,
             conversation_id=loaded.conversation_id,
@@ -369,7 +370,9 @@ class TurnRunner:
         agent = await self._agent_factory("react", profile)
         if not isinstance(agent, ReActAgent):
             return await self._abandon(turn, message, stored, live, texts.cannot_resume("no agent"))
-        start = _Started(parked.run_id, key, parked.started_at, loaded, parked.model)
+        start = _Started(
+            parked.run_id, key, parked.started_at, loaded, parked.model, _name(profile)
+        )
         events = self._events.open(
             parked.run_id,
             conversation_id=loaded.conversation_id,
@@ -590,6 +593,11 @@ class _Started:
     started_at: float
     loaded: LoadedConversation
     model: str
+    profile: str | None = None  # the chat's agent profile (None: the default agent)
+
+
+def _name(profile: Profile | None) -> str | None:
+    return profile.name if profile is not None else None
 
 
 def _turn_context(
@@ -669,6 +677,7 @@ def _finished_turn(
         completed_message_ids=tuple(job.message_id for job in (turn.job, *turn.joined)),
         owner=owner,
         reply_message_id=reply_ids[0] if reply_ids else None,
+        profile=start.profile,
     )
 
 

@@ -112,6 +112,8 @@ class NewApproval:
     # The engine's id of the call within its run: a run resumed in another process finds
     # its approval by (run_id, call_id) instead of asking again.
     call_id: str | None = None
+    # The agent profile of the run that asked (None: the default agent).
+    profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,7 @@ class ApprovalRecord:
     call_id: str | None = None
     # When the approved call started to run (it runs once: see `use`).
     used_at: float | None = None
+    profile: str | None = None  # the agent profile of the run that asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +564,8 @@ def _audit(
     }
     if record.note is not None:
         detail["note"] = record.note
+    if record.profile is not None:
+        detail["profile"] = record.profile
     if via is not None:
         detail["via"] = via
     write_audit(

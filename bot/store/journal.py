@@ -104,6 +104,8 @@ class FinishedTurn:
     reply_message_id: str | None = None
     # The run saved a checkpoint while it waited for a person: it ends with the run.
     checkpointed: bool = False
+    # The agent profile the run used (None: the default agent).
+    profile: str | None = None
 
 
 class TurnJournal:
@@ -199,4 +201,5 @@ def _run_row(turn: FinishedTurn, conversation_id: str, now: float) -> dict[str, 
         "error": turn.error,
         "started_at": turn.started_at,
         "finished_at": now,
+        "profile": turn.profile,
     }

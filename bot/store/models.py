@@ -147,6 +147,8 @@ class RunRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     started_at: float = Field(sa_type=Double)
     finished_at: float | None = Field(default=None, sa_type=Double)
+    # The agent profile the run's chat is routed to (None: the default agent).
+    profile: str | None = Field(default=None, sa_type=String)
 
 
 class ConnectorCallRow(SQLModel, table=True):
@@ -214,6 +216,8 @@ class ApprovalRow(SQLModel, table=True):
     used_at: float | None = Field(default=None, sa_type=Double)
     # The engine's id of the call (unique within its run): a resumed run finds its approval.
     call_id: str | None = Field(default=None, sa_type=String)
+    # The agent profile of the run that asked (None: the default agent).
+    profile: str | None = Field(default=None, sa_type=String)
 
 
 class ApprovalGrantRow(SQLModel, table=True):

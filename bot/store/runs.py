@@ -39,6 +39,7 @@ class RunRecord:
     error: str | None
     started_at: float
     finished_at: float | None
+    profile: str | None = None  # the chat's agent profile (None: the default agent)
 
 
 def _record(row: Mapping[Any, Any]) -> RunRecord:

@@ -234,7 +234,7 @@ async def test_a_run_not_in_memory_is_served_from_the_runs_table(console, gate):
 async def test_every_console_route_needs_the_token(console):
     async with console() as bot:
         paths = ["/api/runs", "/api/runs/x/events", "/api/approvals", "/api/readonly"]
-        paths += ["/api/audit", "/api/usage", "/api/schedules"]
+        paths += ["/api/audit", "/api/usage", "/api/schedules", "/api/profiles"]
         for path in paths:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
                 async with bot.session.get(bot.url + path, headers=headers) as resp:
@@ -370,4 +370,5 @@ async def test_the_page_is_served_and_uses_only_existing_endpoints(console):
             assert matching, path
         for path in ("/api/runs", "/api/approvals", "/api/readonly", "/api/audit", "/api/usage"):
             await get_json(bot, path)
+        assert await get_json(bot, "/api/profiles") == {"profiles": []}
         await get_json(bot, "/api/schedules")
