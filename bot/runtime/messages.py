@@ -23,6 +23,7 @@ from bot.store import CheckpointStore, Claim, ConversationStore, MessageLedger, 
 
 from . import texts
 from .admission import Admission, Closed, Entry
+from .commands import ChatCommand, ChatCommands
 from .identity import BotIdentity
 from .intake import InFlight
 from .logins import Logins
@@ -35,18 +36,7 @@ from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = (
-    "/help",
-    "/reset",
-    "/stop",
-    "/readonly",
-    "/admin",
-    "/schedules",
-    "/plan",
-    "/login",
-    "/logout",
-)
-# Commands that are questions: they run as a turn (in a mode of their own), not at once.
+# The command that is a question: it runs as a turn (in a mode of its own), not at once.
 PLAN_COMMAND = "/plan"
 # The reply to a message its conversation had no room for: a run in progress has taken
 # in all it may, and as many messages as may wait for later turns are waiting.
@@ -101,6 +91,50 @@ class MessageHandler:
         self._turns = turns
         self._in_flight = in_flight
         self._owner = owner
+        self.commands = ChatCommands(self._declared_commands())
+
+    def _declared_commands(self) -> list[ChatCommand]:
+        """Every chat command: its name, how /help shows it, its handler, who may use it."""
+        return [
+            ChatCommand(
+                PLAN_COMMAND,
+                "/plan <question>",
+                "answers with a plan: I split the question into steps, run the independent "
+                "ones at the same time and show them as a checklist while they run.",
+                None,
+            ),
+            ChatCommand("/stop", "/stop", "stops the reply in progress.", self._stop),
+            ChatCommand(
+                "/reset",
+                "/reset",
+                "starts a new conversation (I forget the earlier messages).",
+                self._reset,
+            ),
+            ChatCommand(
+                "/schedules",
+                "/schedules",
+                "lists your scheduled tasks, with buttons to cancel them.",
+                self._schedules_card,
+            ),
+            ChatCommand(
+                "/login",
+                "/login",
+                "authorises ahead of time the tools that act as you in Feishu.",
+                self._login,
+            ),
+            ChatCommand("/logout", "/logout", "withdraws that authorisation.", self._logout),
+            ChatCommand("/help", "/help", "shows this message.", self._help),
+            ChatCommand(
+                "/readonly",
+                "/readonly on|off|status",
+                "switches every tool that writes off or on for the whole organisation.",
+                self._readonly,
+                who="admins",
+            ),
+            ChatCommand(
+                "/admin", "/admin", "shows the admin card.", self._admin_card, who="admins"
+            ),
+        ]
 
     async def __call__(self, claim: Claim) -> None:
         if claim.state == "replied":
@@ -137,16 +171,16 @@ class MessageHandler:
             ),
             self._policy.group_scope(parsed.chat_id),
         )
-        command = parse_command(parsed.text)
+        command = self.commands.parse(parsed.text)
         mode: RunMode | None = None
-        if command == PLAN_COMMAND:
+        if command is not None and command.name == PLAN_COMMAND:
             parsed = replace(parsed, text=plan_question(parsed.text))
             if not parsed.text:  # a plan needs a goal, even with a file attached
                 await self._notice(parsed, texts.PLAN_USAGE)
                 return
             mode = "dag"
-        elif command is not None:
-            await self._command(command, parsed, key)
+        elif command is not None and command.handler is not None:
+            await command.handler(parsed, key)
             return
         # Every message past the commands, words or not: one without words still starts a
         # run (its files, the message it replies to) or joins one, making its sender an
@@ -162,7 +196,7 @@ class MessageHandler:
             return
         earlier = self._waiting.take(parsed) if parsed.chat_type != "p2p" else ()
         if not parsed.text.strip() and not has_media(parsed) and not earlier:
-            await self._notice(parsed, texts.HELP)  # only a mention
+            await self._help(parsed, key)  # only a mention
             return
         run = self._turns.runner_for(parsed, key, earlier=earlier, mode=mode)
         job = Job(key, parsed.message_id, parsed.text, run=run, sender=parsed.sender_open_id)
@@ -200,52 +234,60 @@ class MessageHandler:
             return NOT_MENTIONED
         return None
 
-    async def _command(self, command: str, message: InboundMessage, key: str) -> None:
-        if command == "/help":
-            extra = self._admin_help(message.sender_open_id) if self._admin_help else None
-            await self._notice(message, texts.HELP + (extra or ""))
-        elif command == "/stop":
-            result = self._workers.stop(key, "stopped by /stop")
-            for job in result.dropped:
-                await self._finish(job.message_id)
-            await self._notice(message, texts.STOPPED if result.stopped else texts.NOTHING_TO_STOP)
-        elif command == "/reset":
-            result = self._workers.stop(key, "stopped by /reset")
-            for job in result.dropped:
-                await self._finish(job.message_id)
-            await self._conversations.reset(key)
-            await self._notice(message, texts.RESET)
-        elif command == "/schedules":
-            await self._schedules_card(message)
-        elif command in ("/login", "/logout"):
-            await self._login(command, message)
-        elif self._admin is None:
-            await self._notice(message, texts.HELP)
-        elif command == "/readonly":
-            args = message.text.split()[1:]
-            reply = await self._admin.readonly(
-                args, actor=message.sender_open_id, chat_id=message.chat_id
-            )
-            await self._card_reply(message, reply)
-        elif command == "/admin":
-            reply = await self._admin.admin_card(
-                actor=message.sender_open_id, chat_id=message.chat_id
-            )
-            await self._card_reply(message, reply)
+    # -- the commands' handlers (declared in _declared_commands) ---------------------------
 
-    async def _login(self, command: str, message: InboundMessage) -> None:
+    async def _help(self, message: InboundMessage, key: str) -> None:
+        extra = self._admin_help(message.sender_open_id) if self._admin_help else None
+        text = texts.help_text(self.commands.help_lines())
+        await self._notice(message, text + (extra or ""))
+
+    async def _stop(self, message: InboundMessage, key: str) -> None:
+        result = self._workers.stop(key, "stopped by /stop")
+        for job in result.dropped:
+            await self._finish(job.message_id)
+        await self._notice(message, texts.STOPPED if result.stopped else texts.NOTHING_TO_STOP)
+
+    async def _reset(self, message: InboundMessage, key: str) -> None:
+        result = self._workers.stop(key, "stopped by /reset")
+        for job in result.dropped:
+            await self._finish(job.message_id)
+        await self._conversations.reset(key)
+        await self._notice(message, texts.RESET)
+
+    async def _readonly(self, message: InboundMessage, key: str) -> None:
+        if self._admin is None:
+            await self._help(message, key)
+            return
+        args = message.text.split()[1:]
+        reply = await self._admin.readonly(
+            args, actor=message.sender_open_id, chat_id=message.chat_id
+        )
+        await self._card_reply(message, reply)
+
+    async def _admin_card(self, message: InboundMessage, key: str) -> None:
+        if self._admin is None:
+            await self._help(message, key)
+            return
+        reply = await self._admin.admin_card(actor=message.sender_open_id, chat_id=message.chat_id)
+        await self._card_reply(message, reply)
+
+    async def _login(self, message: InboundMessage, key: str) -> None:
         if self._logins is None:
             await self._notice(message, texts.LOGIN_OFF)
-        elif command == "/logout":
-            await self._notice(message, await self._logins.logout(message))
+            return
+        reply = await self._logins.login(message)
+        if reply.card_message_id:
+            await self._finish(message.message_id, reply_message_id=reply.card_message_id)
         else:
-            reply = await self._logins.login(message)
-            if reply.card_message_id:
-                await self._finish(message.message_id, reply_message_id=reply.card_message_id)
-            else:
-                await self._notice(message, reply.text)
+            await self._notice(message, reply.text)
 
-    async def _schedules_card(self, message: InboundMessage) -> None:
+    async def _logout(self, message: InboundMessage, key: str) -> None:
+        if self._logins is None:
+            await self._notice(message, texts.LOGIN_OFF)
+        else:
+            await self._notice(message, await self._logins.logout(message))
+
+    async def _schedules_card(self, message: InboundMessage, key: str) -> None:
         if self._schedules is None:
             await self._notice(message, "Scheduled tasks are not enabled here.")
             return
@@ -288,12 +330,3 @@ class MessageHandler:
 def plan_question(text: str) -> str:
     """The question of a ``/plan <question>`` message (its lines kept: a list is a plan)."""
     return text.strip()[len(PLAN_COMMAND) :].strip()
-
-
-def parse_command(text: str) -> str | None:
-    """The chat command ``text`` is, if any (the bot's mention is already removed)."""
-    words = text.strip().split()
-    if not words:
-        return None
-    first = words[0].lower()
-    return first if first in COMMANDS else None

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-HELP = """\
+HELP_INTRO = """\
 **larkgate** answers questions and uses the team's tools for you.
 
 - In a group, mention me; in a direct message, just write.
 - A message sent while I am working is added to the current task.
-- `/plan <question>` answers with a plan: I split the question into steps, run the
-  independent ones at the same time and show them as a checklist while they run.
-- `/stop` stops the reply in progress.
-- `/reset` starts a new conversation (I forget the earlier messages).
 - Send me images and files (PDF, Word, Excel, PowerPoint, text, code) and ask about them.
 - Ask me to do something later or on a rhythm ("every weekday at 9 post the open tasks
-  here"); `/schedules` lists your scheduled tasks, with buttons to cancel them.
+  here").
 - Some tools act as you in Feishu (your calendar, your tasks, documents you can read):
   the first time, I post a card asking you to authorise it, and carry on once you have.
-  `/login` authorises ahead of time; `/logout` withdraws it.
-- `/help` shows this message.
-- Admins: `/readonly on|off|status` switches every tool that writes off or on for the whole
-  organisation; `/admin` shows the admin card.
 - Before a tool that changes something runs, I post an approval card: it runs only after
-  someone allowed to approve presses **Approve**."""
+  someone allowed to approve presses **Approve**.
+
+Commands:"""
+
+
+def help_text(command_lines: list[str]) -> str:
+    """/help: what the bot does, then its commands (``bot.runtime.commands``)."""
+    return "\n".join([HELP_INTRO, *command_lines])
+
 
 PLAN_USAGE = (
     "Write the question after `/plan`, for example: `/plan compare the weather in Paris, "

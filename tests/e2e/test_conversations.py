@@ -40,7 +40,12 @@ async def test_history_carries_over_and_reset_forgets_it(bot):
 async def test_help(bot):
     await bot.say("om_h", "/help")
     text = await bot.reply("om_h")
-    assert "/stop" in text and "/reset" in text
+    # Written from the commands' one declaration (bot.runtime.commands): every one is in it.
+    usages = ["/plan <question>", "/stop", "/reset", "/schedules", "/login", "/logout"]
+    usages += ["/help", "/readonly on|off|status", "/admin"]
+    for usage in usages:
+        assert f"`{usage}`" in text, usage
+    assert text.index("`/help`") < text.index("Admins: `/readonly")
     await bot.settle()
     assert bot.llm_server.requests == []
 
