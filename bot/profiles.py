@@ -110,8 +110,11 @@ def load_profiles(data: Mapping[str, Any], *, where: str) -> Profiles:
     if not isinstance(section, Mapping):
         raise ProfileError(f"{where}: [profiles] must hold tables, [profiles.NAME]")
     profiles = {name: _profile(name, table, where) for name, table in section.items()}
+    groups_table = data.get("groups") or {}
+    if not isinstance(groups_table, Mapping):
+        raise ProfileError(f"{where}: [groups] must be a table")
     groups: dict[str, str] = {}
-    for chat_id, rule in (data.get("groups") or {}).items():
+    for chat_id, rule in groups_table.items():
         if isinstance(rule, Mapping) and "profile" in rule:
             groups[chat_id] = _route(rule["profile"], f"groups.{chat_id}.profile", profiles, where)
     dm_table = data.get("dm") or {}

@@ -129,6 +129,8 @@ def test_a_call_is_allowed_exactly_when_a_pattern_matches_it(patterns, tool, eff
         ("[profiles.ops]\ninstructions = 3\n", "instructions must be text"),
         ("[profiles.'a b']\n", "letters, digits"),
         ("profiles = 3\n", "[profiles] must hold tables"),
+        ("groups = 3\n", "[groups] must be a table"),
+        ("dm = 3\n", "[dm] must be a table"),
     ],
 )
 def test_a_wrong_table_is_said_with_where(text, said):

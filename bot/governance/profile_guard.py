@@ -1,10 +1,12 @@
 """A chat's profile decides which tools may run there, whatever the model names.
 
-The profile's tools are the only ones its model is offered, but a model can name any tool
-(in JSON mode it writes the name as text; a plan's step names its own): so every call is
-checked here, first of governance's PreToolUse hooks, before anyone is asked to approve
-it. A call outside the profile (or a write in a read-only profile) is refused and never
-runs; the model is told why.
+The profile's tools are the only ones its run is given (``bot.runtime.agents``), so a
+model naming another one, in native or JSON mode, in a plan's step, a scheduled or a
+resumed run, is told by the engine that no such tool exists. This guard is the second
+layer, where every call is checked: whatever registry a run was built with (a path that
+did not narrow it, a test, a future one), a call outside the run's profile (or a write in a
+read-only profile) is refused here, first of governance's PreToolUse hooks, before anyone
+is asked to approve it, and never runs; the model is told why.
 """
 
 from __future__ import annotations

@@ -702,15 +702,6 @@ async def test_a_run_resumed_after_its_profile_lost_the_tool_does_not_run_it(
 # larkgate.toml that cannot be used --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bot/profiles.py load_profiles calls .items() on [groups] without checking it is a "
-        "table: `groups = 3` raises AttributeError from Settings.governance() -> profiles() "
-        "at start (and in larkgate check, which catches only SettingsError), where before "
-        "profiles load_group_rules said '[groups] must be a table'"
-    ),
-)
 async def test_a_groups_key_that_is_no_table_stops_start_up_saying_so(tmp_path, feishu, llm_server):
     path = tmp_path / "larkgate.toml"
     path.write_text("groups = 3\n", encoding="utf-8")
