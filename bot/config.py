@@ -124,6 +124,12 @@ class Settings(BaseSettings):
     database_url: str = "sqlite+aiosqlite:///./larkgate.db"
 
     larkgate_admins: Annotated[tuple[str, ...], NoDecode] = ()
+    # Other bots (their open_ids, as this app sees them) whose messages that mention this
+    # bot it answers; empty: it answers people only. Needs Feishu's scope
+    # im:message.group_at_msg.include_bot:readonly.
+    larkgate_accept_bots: Annotated[tuple[str, ...], NoDecode] = ()
+    # Bots' messages in a row in one conversation after which it stops answering bots.
+    larkgate_bot_hops: int = Field(default=3, ge=1, le=50)
     larkgate_host: str = "0.0.0.0"
     larkgate_port: int = Field(default=8000, ge=1, le=65535)
     larkgate_approval_ttl_seconds: int = Field(default=600, ge=1)
@@ -191,7 +197,9 @@ class Settings(BaseSettings):
     larkgate_user_daily_tokens: int = Field(default=0, ge=0)
     larkgate_group_daily_tokens: int = Field(default=0, ge=0)
 
-    @field_validator("larkgate_admins", "larkgate_group_allowlist", mode="before")
+    @field_validator(
+        "larkgate_admins", "larkgate_group_allowlist", "larkgate_accept_bots", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):

@@ -51,6 +51,7 @@ from bot.runtime import texts
 from bot.runtime.admission import Admission
 from bot.runtime.agents import AgentBuilder
 from bot.runtime.api_budget import ApiUsage, Delivery
+from bot.runtime.bot_peers import BotPeers
 from bot.runtime.conversation_lock import SharedConversationLock
 from bot.runtime.identity import BotIdentity
 from bot.runtime.intake import EventIntake, InFlight
@@ -76,6 +77,7 @@ from bot.store import (
     TurnJournal,
 )
 from bot.store.api_calls import ApiCallLedger
+from bot.store.bot_hops import BotHopsStore
 from bot.store.conversation_locks import ConversationLocks
 from bot.store.conversations import ConversationPrefetch
 from bot.store.migrate import upgrade
@@ -688,6 +690,11 @@ def _message_handler(
         admin_help=admin_help,
         schedules=schedules,
         logins=Logins(tools.user_auth, tools.login_scopes) if tools.user_auth else None,
+        peers=BotPeers(
+            frozenset(settings.larkgate_accept_bots),
+            BotHopsStore(base.database, clock=base.clock),
+            max_hops=settings.larkgate_bot_hops,
+        ),
         checkpoints=turns.checkpoints.store if turns.checkpoints is not None else None,
     )
 

@@ -23,6 +23,7 @@ from bot.store import CheckpointStore, Claim, ConversationStore, MessageLedger, 
 
 from . import texts
 from .admission import Admission, Closed, Entry
+from .bot_peers import BotPeers
 from .commands import ChatCommand, ChatCommands
 from .identity import BotIdentity
 from .intake import InFlight
@@ -67,7 +68,10 @@ class MessageHandler:
         schedules: ScheduleCards | None = None,
         logins: Logins | None = None,
         checkpoints: CheckpointStore | None = None,
+        peers: BotPeers | None = None,
     ) -> None:
+        # Other bots' messages: which are answered, and the loop guard (None: none are).
+        self._peers = peers
         # Runs saved while they waited for a person, found again when their message is
         # taken over (None: runs are not saved).
         self._checkpoints = checkpoints
@@ -171,7 +175,10 @@ class MessageHandler:
             ),
             self._policy.group_scope(parsed.chat_id),
         )
-        command = self.commands.parse(parsed.text)
+        if not await self._past_the_loop_guard(parsed, key):
+            return
+        # A bot asks questions; it runs no command (a /reset of a person's conversation).
+        command = self.commands.parse(parsed.text) if parsed.sender_type == "user" else None
         mode: RunMode | None = None
         if command is not None and command.name == PLAN_COMMAND:
             parsed = replace(parsed, text=plan_question(parsed.text))
@@ -221,9 +228,28 @@ class MessageHandler:
         outcome = self._workers.submit(job)
         logger.info("message %s: saved run %s %s", message.message_id, parked.run_id, outcome)
 
+    async def _past_the_loop_guard(self, message: InboundMessage, key: str) -> bool:
+        """Counts the message in its conversation's run of bots' messages; False when it is
+        a bot's past the cap (dropped, or the chat told of the cutoff once)."""
+        if self._peers is None:
+            return True
+        verdict = await self._peers.count(message, key)
+        if verdict.answer:
+            return True
+        logger.info("message %s not answered: %s", message.message_id, verdict.reason)
+        if verdict.tell is not None:
+            await self._notice(message, verdict.tell)
+        else:
+            await self._drop(message.message_id, verdict.reason)
+        return False
+
     async def _ignore_reason(self, message: InboundMessage) -> str | None:
         if message.sender_type != "user":
-            return f"sent by a {message.sender_type or 'non-user'}"
+            if self._peers is None or not self._peers.on:
+                return f"sent by a {message.sender_type or 'non-user'}"
+            refused = self._peers.refusal(message, await self._identity.open_id())
+            if refused is not None:
+                return refused
         # At the door nothing is spent yet: a command in an open chat costs no budget.
         closed = await self._admission.admit(Entry.of_message(message), spends=False)
         if closed is not None:

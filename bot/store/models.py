@@ -502,3 +502,19 @@ class QuestionRow(SQLModel, table=True):
     created_at: float = Field(sa_type=Double)
     expires_at: float = Field(sa_type=Double)
     decided_at: float | None = Field(default=None, sa_type=Double)
+
+
+class BotHopsRow(SQLModel, table=True):
+    """Bots' messages in a row in one conversation, no person's in between.
+
+    Bots that mention each other could answer each other forever: an accepted bot message
+    adds one, a person's message starts the count over, and past the cap the bot stays
+    silent (``bot/runtime/bot_peers.py``). ``told`` marks that the cutoff was said.
+    """
+
+    __tablename__ = "bot_hops"
+
+    scope_key: str = Field(sa_type=String, primary_key=True)
+    hops: int = Field(sa_type=Integer)
+    told: bool = Field(default=False, sa_type=Boolean)
+    updated_at: float = Field(sa_type=Double)
