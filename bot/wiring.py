@@ -702,16 +702,19 @@ def _message_handler(
 def live_reply(
     feishu: FeishuClient, message: InboundMessage, delivery: Delivery, settings: Settings
 ) -> LiveReply:
-    """The answer's card, as the month's Feishu API budget allows (``Delivery``)."""
+    """The answer's card, as the month's Feishu API budget allows (``Delivery``). Another
+    bot that asked gets a text that mentions it: a card's mention notifies nobody."""
+    peer = message.sender_type != "user"
     return LiveReply(
         feishu,
         message_id=message.message_id,
         in_thread=bool(message.thread_id),
         uuid_seed=message.message_id,
         cadence=delivery.cadence or 1 / settings.larkgate_card_updates_per_second,
-        streaming=delivery.streaming,
-        text_only=delivery.text_only,
+        streaming=delivery.streaming and not peer,
+        text_only=delivery.text_only or peer,
         note=delivery.note,
+        mention=message.sender_open_id if peer else "",
     )
 
 

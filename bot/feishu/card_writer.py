@@ -41,6 +41,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -72,6 +73,7 @@ from .live_card import (
 )
 from .render import answer_cards
 
+_OPEN_ID = re.compile(r"ou_[A-Za-z0-9_-]{1,64}")
 logger = logging.getLogger(__name__)
 
 Mode = Literal["cardkit", "single", "patch", "plain", "gone"]
@@ -155,6 +157,7 @@ class LiveReply:
         streaming: bool = True,
         text_only: bool = False,
         note: str = "",
+        mention: str = "",
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -170,6 +173,9 @@ class LiveReply:
         self._element_chars = element_chars
         self._streaming = streaming and not text_only
         self._text_only = text_only
+        # An open_id the text answer mentions at its start: another bot that asked is
+        # notified only of a mention in a message as it is created (not in a card's update).
+        self._mention = mention if _OPEN_ID.fullmatch(mention) else ""
         self._note = note
         self._clock = clock
         self._sleep = sleep
@@ -645,6 +651,8 @@ class LiveReply:
         text = self.view.answer or self.view.notice or " "
         if self.view.footer:
             text += f"\n\n— {self.view.footer}"
+        if self._mention:
+            text = f'<at user_id="{self._mention}"></at> {text}'
         index = offset = 0
         while offset < len(text):
             part = text[offset:]

@@ -54,6 +54,11 @@ async def test_an_accepted_bot_that_mentions_this_bot_is_answered(tmp_path, feis
     async with start(tmp_path, feishu, llm_server) as bot:
         await bot.say("om_1", "@_user_1 what is the deploy status?", **from_bot())
         assert "Answer to: what is the deploy status?" in await answered(bot, "om_1")
+        # A text that mentions the asking bot as it is created: Feishu notifies nobody of a
+        # mention in a card, and the other bot would never hear the answer.
+        (reply,) = bot.replies_to("om_1")
+        assert reply.msg_type == "text"
+        assert reply.content["text"].startswith(f'<at user_id="{PEER}"></at> Answer to:')
 
 
 @pytest.mark.parametrize(
