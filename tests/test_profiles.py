@@ -151,3 +151,23 @@ def test_settings_refuse_a_route_to_no_profile(monkeypatch, tmp_path):
     # The other readers of [groups] take the table with its profile key as before.
     policy = load_settings().policy()
     assert not policy.mention_required("oc_ops") and policy.group_allowed("oc_hr")
+
+
+def test_serve_refuses_a_route_to_no_profile_at_start(monkeypatch, tmp_path, capsys):
+    from bot.cli import main
+
+    clear_settings(monkeypatch, tmp_path)
+    config = tmp_path / "larkgate.toml"
+    config.write_text('[dm]\nprofile = "ghost"\n')
+    for name, value in {
+        "FEISHU_APP_ID": "cli_test",
+        "FEISHU_APP_SECRET": "secret",
+        "FEISHU_VERIFICATION_TOKEN": "vt",
+        "FEISHU_ENCRYPT_KEY": "ek",
+        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "LLM_MODEL": "m",
+        "LARKGATE_CONFIG": str(config),
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--port", "9"]) == 2
+    assert "dm.profile = 'ghost' names no [profiles.*] table" in capsys.readouterr().err

@@ -68,7 +68,7 @@ class BotPeers:
     async def count(self, message: InboundMessage, scope_key: str) -> Verdict:
         """Counts the message in its conversation's run of bot messages (when bots are
         accepted at all); whether it may be answered."""
-        if not self.on:
+        if not self.on or message.chat_type == "p2p":  # no bot is answered in a DM
             return Verdict(True)
         if message.sender_type == "user":
             await self._store.from_person(scope_key)
