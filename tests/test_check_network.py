@@ -15,6 +15,7 @@ from bot.reachability import outbound_hosts, reach, route
 
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.env import servable
 from support.forward_proxy import ForwardProxy, TestAuthority
 from support.servers import free_port
 
@@ -233,16 +234,7 @@ def test_serve_refuses_a_network_setting_it_cannot_use(
     from bot.cli import main
 
     monkeypatch.chdir(tmp_path)
-    for name, setting in {
-        "FEISHU_APP_ID": "cli_test",
-        "FEISHU_APP_SECRET": "secret",
-        "FEISHU_VERIFICATION_TOKEN": "vt",
-        "FEISHU_ENCRYPT_KEY": "ek",
-        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "LLM_MODEL": "m",
-        variable: value,
-    }.items():
-        monkeypatch.setenv(name, setting)
+    servable(monkeypatch, **{variable: value})
     assert main(["serve", "--port", "9"]) == 2
     err = capsys.readouterr().err
     assert said in err

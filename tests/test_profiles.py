@@ -13,7 +13,7 @@ from bot.config import SettingsError, load_settings
 from bot.engine import ToolRegistry, tool_from_function
 from bot.profiles import Profile, ProfileError, Profiles, load_profiles
 
-from support.env import clear_settings
+from support.env import clear_settings, servable
 
 OPS = """
 [profiles.ops]
@@ -159,15 +159,6 @@ def test_serve_refuses_a_route_to_no_profile_at_start(monkeypatch, tmp_path, cap
     clear_settings(monkeypatch, tmp_path)
     config = tmp_path / "larkgate.toml"
     config.write_text('[dm]\nprofile = "ghost"\n')
-    for name, value in {
-        "FEISHU_APP_ID": "cli_test",
-        "FEISHU_APP_SECRET": "secret",
-        "FEISHU_VERIFICATION_TOKEN": "vt",
-        "FEISHU_ENCRYPT_KEY": "ek",
-        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "LLM_MODEL": "m",
-        "LARKGATE_CONFIG": str(config),
-    }.items():
-        monkeypatch.setenv(name, value)
+    servable(monkeypatch, LARKGATE_CONFIG=str(config))
     assert main(["serve", "--port", "9"]) == 2
     assert "dm.profile = 'ghost' names no [profiles.*] table" in capsys.readouterr().err

@@ -47,6 +47,7 @@ from fakes.openai_server import FakeOpenAIServer, Reply
 from support.cards import callback_values
 from support.model_calls import is_synthesis, user_text
 from support.plan_model import PlanModel, StepScript, plan_of
+from support.schedules import daily_task
 
 ADMIN = "ou_admin"
 LEAD = "ou_lead"  # the ops profile's approver
@@ -490,20 +491,14 @@ async def test_a_scheduled_run_in_a_profiles_group_keeps_to_its_tools(tmp_path, 
     feishu.workspace.add_chat(OPS_GROUP, "Ops", members={USER})
     async with start(tmp_path, feishu, llm_server, tools, clock=clock) as bot:
         schedule = Schedule.stored("cron", "0 * * * *", "UTC")
-        await bot.services.schedules.create(
-            name="Nightly",
-            prompt="WIPE the database, then LOOKUP api",
+        await daily_task(
+            bot.services.schedules,
             creator=USER,
             chat_id=OPS_GROUP,
-            chat_type="group",
-            thread_id="",
-            reply_to="",
-            kind="cron",
+            prompt="WIPE the database, then LOOKUP api",
+            name="Nightly",
             expression="0 * * * *",
-            timezone="UTC",
             next_run_at=schedule.next_timestamp_after(clock.now),
-            created_in_run="",
-            max_per_creator=20,
         )
         (task,) = await bot.services.schedules.list(creator=USER)
         llm_server.requests.clear()

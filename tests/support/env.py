@@ -27,3 +27,20 @@ def clear_settings(
     for name in list(names):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+# Enough for ``larkgate serve`` to get past its required settings (nothing is reached).
+SERVABLE = {
+    "FEISHU_APP_ID": "cli_test",
+    "FEISHU_APP_SECRET": "secret",
+    "FEISHU_VERIFICATION_TOKEN": "vt",
+    "FEISHU_ENCRYPT_KEY": "ek",
+    "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+    "LLM_MODEL": "m",
+}
+
+
+def servable(monkeypatch: pytest.MonkeyPatch, **more: str) -> None:
+    """Set the settings ``larkgate serve`` requires, and ``more``, for the test."""
+    for name, value in {**SERVABLE, **more}.items():
+        monkeypatch.setenv(name, value)
