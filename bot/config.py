@@ -206,6 +206,17 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("larkgate_accept_bots")
+    @classmethod
+    def _bot_open_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        wrong = [v for v in value if not v.startswith("ou_")]
+        if wrong:
+            raise ValueError(
+                f"{', '.join(wrong)}: a bot's open_id (ou_…) as this app sees it, not its "
+                "app id or name (the open_id is in the bot's messages' sender_id)"
+            )
+        return value
+
     @field_validator("larkgate_timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:

@@ -142,3 +142,16 @@ async def test_the_count_holds_when_bots_race(tmp_path, feishu, llm_server):
         await store.from_person("chat:oc_race")
         assert await store.from_bot("chat:oc_race") == 1
         assert await store.claim_telling("chat:oc_race") is True  # a new run, told anew
+
+
+def test_an_accepted_bot_is_named_by_its_open_id(monkeypatch, tmp_path):
+    from bot.config import SettingsError, load_settings
+
+    from support.env import clear_settings
+
+    clear_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv("LARKGATE_ACCEPT_BOTS", "ou_peer, cli_a1b2c3")
+    with pytest.raises(SettingsError, match="cli_a1b2c3: a bot's open_id"):
+        load_settings()
+    monkeypatch.setenv("LARKGATE_ACCEPT_BOTS", "ou_peer, ou_other")
+    assert load_settings().larkgate_accept_bots == ("ou_peer", "ou_other")
