@@ -29,13 +29,12 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-import bot.wiring
 from bot.app import create_app
 from bot.cli import freeze_after_startup, serving_event_loop
 from bot.config import load_settings
@@ -61,29 +60,28 @@ class InstantLLM:
         yield StreamDelta(usage=Usage(1, 1, 2), finish_reason="stop")
 
 
-def _tune_database(options: dict[str, Any]) -> None:
-    """Make the app open its database with `options` (the migrations keep theirs)."""
+def bench_database(
+    options: dict[str, Any], counts: dict[Any, int] | None
+) -> Callable[[str], Awaitable[Database]]:
+    """How the app opens its database here (``create_app(open_database=...)``): with
+    ``options`` (the migrations keep theirs), and each ``transact`` counted in ``counts``
+    by the operation (``fn``) it runs, when given."""
 
-    class TunedDatabase(Database):
+    class BenchDatabase(Database):
         def __init__(self, *args: Any, **given: Any) -> None:
             super().__init__(*args, **{**options, **given})
 
-    bot.wiring.Database = TunedDatabase  # type: ignore[misc]
+        # Not a coroutine of its own, and keyed by the function (named at shutdown): the
+        # counting is charged to the server's CPU, so it must cost next to nothing.
+        def transact(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if counts is not None:
+                counts[fn] = counts.get(fn, 0) + 1
+            return super().transact(fn, *args, **kwargs)
+
+    return BenchDatabase.connect
 
 
-def _count_transactions(app: web.Application, path: str) -> None:
-    """Count every ``Database.transact`` by the operation (``fn``) it runs."""
-    counts: dict[Any, int] = {}
-    transact = Database.transact
-
-    # Not a coroutine of its own, and keyed by the function (named at shutdown): the
-    # counting is charged to the server's CPU, so it must cost next to nothing.
-    def counted(self: Database, fn: Any, /, *args: Any, **options: Any) -> Any:
-        counts[fn] = counts.get(fn, 0) + 1
-        return transact(self, fn, *args, **options)
-
-    Database.transact = counted  # type: ignore[method-assign]
-
+def _write_counts(app: web.Application, counts: dict[Any, int], path: str) -> None:
     async def stop(_: web.Application) -> None:
         named: Counter[str] = Counter()
         for fn, count in counts.items():
@@ -121,9 +119,9 @@ def main() -> None:
     parser.add_argument("--owner", help="this process's name in the message ledger")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    options = os.environ.get("BENCH_DB_OPTIONS")
-    if options:
-        _tune_database(json.loads(options))
+    options = json.loads(os.environ.get("BENCH_DB_OPTIONS") or "{}")
+    count_to = os.environ.get("BENCH_TRANSACTIONS")
+    counts: dict[Any, int] | None = {} if count_to else None
     settings = load_settings(**({"database_url": args.database_url} if args.database_url else {}))
     # The no-op agent: an instant model and no connectors (no tools, no tool selection).
     app = create_app(
@@ -131,10 +129,10 @@ def main() -> None:
         llm=InstantLLM(),
         connectors=ConnectorsConfig(explicit=True),
         owner=args.owner,
+        open_database=bench_database(options, counts),
     )
-    count_to = os.environ.get("BENCH_TRANSACTIONS")
-    if count_to:
-        _count_transactions(app, count_to)
+    if count_to and counts is not None:
+        _write_counts(app, counts, count_to)
     profile_to = os.environ.get("BENCH_CPROFILE")
     if profile_to:
         _profile_serving(app, profile_to)

@@ -32,7 +32,7 @@ from bot.metrics import Metrics
 from bot.network import Network
 from bot.runtime.intake import MESSAGE_EVENT
 from bot.runtime.schedule_console import ScheduleConsole
-from bot.store import RunStore
+from bot.store import Database, RunStore
 from bot.wiring import Overrides, Services, build_services
 from connectors.base import Connector
 from connectors.config import ConnectorsConfig
@@ -59,6 +59,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     connector_classes: Mapping[str, type[Connector]] | None = None,
     reader_limits: ReaderLimits | None = None,
+    open_database: Callable[[str], Awaitable[Database]] | None = None,
 ) -> web.Application:
     # Webhook mode without an Encrypt Key: a SettingsError unless explicitly allowed.
     unsigned_warning = settings.unsigned_events_warning()
@@ -73,6 +74,7 @@ def create_app(
         clock,
         connector_classes or {},
         reader_limits=reader_limits or ReaderLimits(),
+        open_database=open_database,
     )
     # A LARKGATE_TOKEN_KEY that is not a Fernet key stops the start here, saying why.
     user_auth = settings.user_auth()

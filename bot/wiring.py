@@ -108,6 +108,9 @@ class Overrides:
     connector_classes: Mapping[str, type[Connector]] = field(default_factory=dict)
     # What one file may cost to read (memory, seconds) and how many are read at once.
     reader_limits: ReaderLimits = field(default_factory=ReaderLimits)
+    # Opens the app's database from DATABASE_URL (``Database.connect``): the seam where a
+    # benchmark or a test gives it other options or counts its transactions.
+    open_database: Callable[[str], Awaitable[Database]] | None = None
 
 
 @dataclass(kw_only=True)
@@ -230,7 +233,7 @@ class _Classes(dict[str, type[Connector]]):
 async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics) -> _Foundation:
     clock = overrides.clock
     await asyncio.to_thread(upgrade, settings.database_url)
-    database = await Database.connect(settings.database_url)
+    database = await (overrides.open_database or Database.connect)(settings.database_url)
     admins = sorted(settings.governance().admins)
 
     async def tell_admins(delivery: Delivery, used: int, budget: int) -> None:
