@@ -264,6 +264,7 @@ def _profiles(settings: Settings, tool_names: list[str]) -> list[CheckResult]:
             else "",
             f"mode {profile.mode}" if profile.mode else "",
             f"approvers {', '.join(profile.approvers)}" if profile.approvers else "",
+            ", ".join(f"{k} {v}" for k, v in profile.budgets.items()),
             f"used in {', '.join(routes)}"
             if routes
             else "used nowhere (no [groups] or [dm] route)",

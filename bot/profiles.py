@@ -7,6 +7,9 @@
     approvers = ["ou_..."]                              # who approves writes there
     mode = "react"                                      # react | dag | auto
     read_only = true                                    # no tool that writes, there
+    user_daily_tokens = 50000                           # budgets there (0: none), in place
+    group_daily_tokens = 200000                         #   of LARKGATE_USER_DAILY_TOKENS,
+    messages_per_minute = 10                            #   ..._GROUP_..., ..._RATE_LIMIT_...
 
     [groups."oc_..."]
     profile = "ops"
@@ -36,7 +39,10 @@ from bot.engine import ToolRegistry
 RunMode = Literal["react", "dag", "auto"]
 _RUN_MODES = ("react", "dag", "auto")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
-_PROFILE_KEYS = frozenset({"instructions", "tools", "model", "approvers", "mode", "read_only"})
+BUDGET_KEYS = ("messages_per_minute", "user_daily_tokens", "group_daily_tokens")
+_PROFILE_KEYS = frozenset(
+    {"instructions", "tools", "model", "approvers", "mode", "read_only", *BUDGET_KEYS}
+)
 MAX_INSTRUCTIONS = 8_000
 
 
@@ -56,6 +62,9 @@ class Profile:
     approvers: tuple[str, ...] = ()
     mode: RunMode | None = None
     read_only: bool = False
+    # Budgets in this profile's chats, by BUDGET_KEYS name, in place of the settings'
+    # (a key absent: the setting's; 0: no limit there).
+    budgets: Mapping[str, int] = field(default_factory=dict)
 
     def allows(self, tool: str, side_effect: str) -> bool:
         """Whether a call of ``tool`` may run in this profile's chats."""
@@ -168,6 +177,10 @@ def _profile(name: str, table: Any, where: str) -> Profile:
     read_only = table.get("read_only", False)
     if not isinstance(read_only, bool):
         raise ProfileError(f"{at}: read_only must be true or false")
+    budgets = {key: table[key] for key in BUDGET_KEYS if key in table}
+    for key, value in budgets.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ProfileError(f"{at}: {key} must be a whole number, 0 or more (0: no limit)")
     return Profile(
         name=name,
         instructions=instructions.strip(),
@@ -176,6 +189,7 @@ def _profile(name: str, table: Any, where: str) -> Profile:
         approvers=tuple(approvers),
         mode=mode,
         read_only=read_only,
+        budgets=budgets,
     )
 
 

@@ -127,6 +127,9 @@ def test_a_call_is_allowed_exactly_when_a_pattern_matches_it(patterns, tool, eff
         ("[profiles.ops]\nmode = 'fast'\n", "mode must be one of"),
         ("[profiles.ops]\nread_only = 'yes'\n", "read_only must be true or false"),
         ("[profiles.ops]\ninstructions = 3\n", "instructions must be text"),
+        ("[profiles.ops]\nuser_daily_tokens = -1\n", "user_daily_tokens must be a whole"),
+        ("[profiles.ops]\nmessages_per_minute = true\n", "messages_per_minute must be"),
+        ("[profiles.ops]\ngroup_daily_tokens = 1.5\n", "group_daily_tokens must be"),
         ("[profiles.'a b']\n", "letters, digits"),
         ("profiles = 3\n", "[profiles] must hold tables"),
         ("groups = 3\n", "[groups] must be a table"),
@@ -162,3 +165,23 @@ def test_serve_refuses_a_route_to_no_profile_at_start(monkeypatch, tmp_path, cap
     servable(monkeypatch, LARKGATE_CONFIG=str(config))
     assert main(["serve", "--port", "9"]) == 2
     assert "dm.profile = 'ghost' names no [profiles.*] table" in capsys.readouterr().err
+
+
+def test_a_profiles_budgets_replace_the_settings_in_its_chats_only():
+    from bot.governance.budgets import Budgets
+    from bot.governance.config import BudgetConfig
+
+    profiles = parsed(
+        "[profiles.tight]\nuser_daily_tokens = 10\nmessages_per_minute = 0\n"
+        '[groups."oc_t"]\nprofile = "tight"\n'
+    )
+    settings = BudgetConfig(messages_per_minute=5, user_daily_tokens=0, group_daily_tokens=99)
+    budgets = Budgets(settings, usage=None, profiles=profiles)  # type: ignore[arg-type]
+    assert budgets.config_for("oc_t", "group") == BudgetConfig(0, 10, 99)
+    assert budgets.config_for("oc_x", "group") == settings
+    assert budgets.config_for("oc_dm", "p2p") == settings
+    assert budgets.enabled and budgets.counts_tokens
+    # Only a profile's budget on: tokens are counted (and only there are they limited).
+    only = Budgets(BudgetConfig(), usage=None, profiles=profiles)  # type: ignore[arg-type]
+    assert only.enabled and only.counts_tokens
+    assert not Budgets(BudgetConfig(), usage=None).enabled  # type: ignore[arg-type]

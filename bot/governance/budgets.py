@@ -18,10 +18,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from bot.askers import Askers
+from bot.profiles import Profiles
 from bot.store.usage import UsageStore
 from bot.timezones import time_zone
 
@@ -49,8 +50,16 @@ class Budgets:
         *,
         timezone: str = "UTC",
         clock: Callable[[], float] = time.time,
+        profiles: Profiles | None = None,
     ) -> None:
         self._config = config
+        # A chat's profile may set its own budgets (bot.profiles), in place of these.
+        self._profiles = profiles or Profiles()
+        overrides = [p.budgets for p in self._profiles.profiles.values() if p.budgets]
+        self._any_override = any(any(b.values()) for b in overrides)
+        self._tokens_override = any(
+            b.get("user_daily_tokens") or b.get("group_daily_tokens") for b in overrides
+        )
         self._usage = usage
         self._zone = time_zone(timezone)
         self._zone_name = timezone
@@ -59,20 +68,30 @@ class Budgets:
     @property
     def enabled(self) -> bool:
         """Some limit is on (a rate limit or a token budget): messages are admitted by it."""
-        return self._config.any
+        return self._config.any or self._any_override
 
     @property
     def counts_tokens(self) -> bool:
         """A daily token budget is on, so each run's tokens must be counted (a rate limit
         alone needs no count of tokens: it counts messages in ``admit``)."""
-        return bool(self._config.user_daily_tokens or self._config.group_daily_tokens)
+        config = self._config
+        return bool(config.user_daily_tokens or config.group_daily_tokens) or (
+            self._tokens_override
+        )
+
+    def config_for(self, chat_id: str, chat_type: str) -> BudgetConfig:
+        """The budgets of a chat: its profile's where it sets them, else the settings'."""
+        profile = self._profiles.for_chat(chat_id, chat_type)
+        if profile is None or not profile.budgets:
+            return self._config
+        return replace(self._config, **profile.budgets)
 
     def today(self) -> str:
         return datetime.fromtimestamp(self._clock(), self._zone).strftime("%Y-%m-%d")
 
     async def admit(self, *, sender: str, chat_id: str, chat_type: str) -> Refusal | None:
         """None when the message may start a run; otherwise why not, and whether to say so."""
-        config = self._config
+        config = self.config_for(chat_id, chat_type)
         if config.messages_per_minute:
             window = int(self._clock()) // WINDOW_SECONDS * WINDOW_SECONDS
             count = await self._usage.hit(f"user:{sender}", window)
@@ -99,23 +118,24 @@ class Budgets:
         returns the usage line for the answer's footer."""
         if not self.counts_tokens:
             return ""  # no budget needs the count: nothing is written
+        config = self.config_for(chat_id, chat_type)
         users = [f"user:{asker}" for asker in askers.everyone]
         subjects = [*users, *_group(chat_id, chat_type)]
         day = self.today()
         await self._usage.add(day, subjects, tokens=tokens, messages=1)
         used = await self._usage.usage(day, subjects)
         parts = []
-        if self._config.user_daily_tokens:
-            limit = f"/{self._config.user_daily_tokens:,} tokens"
+        if config.user_daily_tokens:
+            limit = f"/{config.user_daily_tokens:,} tokens"
             if askers.several:  # one line for all: the most any of them has used
                 most = max(used.get(user, 0) for user in users)
                 parts.append(f"each asker today: at most {most:,}{limit}")
             else:
                 parts.append(f"you today: {used.get(users[0], 0):,}{limit}")
-        if self._config.group_daily_tokens and chat_type != "p2p":
+        if config.group_daily_tokens and chat_type != "p2p":
             parts.append(
                 f"group today: {used.get(f'group:{chat_id}', 0):,}"
-                f"/{self._config.group_daily_tokens:,} tokens"
+                f"/{config.group_daily_tokens:,} tokens"
             )
         return " · ".join(parts)
 

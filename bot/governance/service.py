@@ -94,7 +94,9 @@ def build_governance(
         config=config, approvals=approvals, org=org, waits=waits, cards=cards
     )
     usage = UsageStore(database, clock=clock)
-    budgets = Budgets(config.budgets, usage, timezone=config.timezone, clock=clock)
+    budgets = Budgets(
+        config.budgets, usage, timezone=config.timezone, clock=clock, profiles=config.profiles
+    )
     return Governance(
         config=config,
         approvals=approvals,

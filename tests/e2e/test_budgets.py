@@ -252,3 +252,30 @@ async def test_the_synthesized_answer_counts_against_the_budget(tmp_path, feishu
         shown = footer(bot, "om_1")
         assert "100 tokens" in shown  # what the run cost, as the footer says
         assert "you today: 100/1,000 tokens" in shown
+
+
+async def test_a_profiles_budget_holds_in_its_chats_and_only_there(
+    tmp_path, feishu, llm_server, clock
+):
+    """[profiles.NAME] group_daily_tokens / user_daily_tokens replace the settings' in the
+    chats routed to it; elsewhere the settings' (here: none) apply."""
+    llm_server.handler = costing({"prompt_tokens": 100})
+    config = tmp_path / "larkgate.toml"
+    config.write_text(
+        '[profiles.tight]\ngroup_daily_tokens = 150\n[groups."oc_tight"]\nprofile = "tight"\n'
+    )
+    settings = settings_for(
+        tmp_path, feishu, llm_server, larkgate_config=config, larkgate_rate_limit_per_minute=0
+    )
+    tight = {"chat_type": "group", "chat_id": "oc_tight", "mentions": MENTION}
+    loose = {**tight, "chat_id": "oc_loose"}
+    async with running_bot(settings, feishu, llm_server, clock=clock) as bot:
+        await answered(bot, "om_t1", "@_user_1 one", sender_open_id="ou_alice", **tight)
+        assert "group today: 100/150" in footer(bot, "om_t1")
+        await answered(bot, "om_t2", "@_user_1 two", sender_open_id="ou_bob", **tight)
+        refusal = await answered(bot, "om_t3", "@_user_1 three", sender_open_id="ou_bob", **tight)
+        assert refusal == texts.GROUP_BUDGET_SPENT.format(limit=150, zone="UTC")
+        for n in range(3):  # no budget in a chat of no profile
+            reply = await answered(bot, f"om_l{n}", f"@_user_1 {n}", **loose)
+            assert reply.startswith(f"Answer to: {n}")
+            assert "today" not in footer(bot, f"om_l{n}")
