@@ -8,10 +8,10 @@ message was before):
 - it mentions this bot by open_id (``mentions_bot``: never by name, never @all);
 - it is in a group (a bot's direct message is not a question from a person).
 
-Two bots that mention each other would answer each other forever: the conversation's
-count of bots' messages in a row (``bot/store/bot_hops.py``, shared by every process) is
-capped at ``LARKGATE_BOT_HOPS``. Past it the bot stays silent and says so in the chat
-once; a person's message starts the count over. With no bot accepted nothing is counted:
+Two bots that mention each other would answer each other forever: the count of bots'
+messages in a row in a chat's thread (``bot/store/bot_hops.py``, shared by every process)
+is capped at ``LARKGATE_BOT_HOPS``. Past it the bot stays silent and says so in the chat
+once; a person's message there starts the count over. With no bot accepted nothing is counted:
 a person's message then costs nothing more.
 """
 
@@ -65,11 +65,14 @@ class BotPeers:
             return "a bot's message that does not mention this bot"
         return None
 
-    async def count(self, message: InboundMessage, scope_key: str) -> Verdict:
-        """Counts the message in its conversation's run of bot messages (when bots are
-        accepted at all); whether it may be answered."""
+    async def count(self, message: InboundMessage) -> Verdict:
+        """Counts the message in its thread's run of bot messages (when bots are accepted
+        at all); whether it may be answered."""
         if not self.on or message.chat_type == "p2p":  # no bot is answered in a DM
             return Verdict(True)
+        # By chat and thread, not by conversation: where each sender has a conversation of
+        # their own (chat_sender scopes), a person's message would never end a bot's run.
+        scope_key = f"{message.chat_id}/{message.thread_id or message.root_id}"
         if message.sender_type == "user":
             await self._store.from_person(scope_key)
             return Verdict(True)

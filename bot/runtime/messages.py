@@ -175,7 +175,7 @@ class MessageHandler:
             ),
             self._policy.group_scope(parsed.chat_id),
         )
-        if not await self._past_the_loop_guard(parsed, key):
+        if not await self._past_the_loop_guard(parsed):
             return
         # A bot asks questions; it runs no command (a /reset of a person's conversation).
         command = self.commands.parse(parsed.text) if parsed.sender_type == "user" else None
@@ -228,12 +228,12 @@ class MessageHandler:
         outcome = self._workers.submit(job)
         logger.info("message %s: saved run %s %s", message.message_id, parked.run_id, outcome)
 
-    async def _past_the_loop_guard(self, message: InboundMessage, key: str) -> bool:
-        """Counts the message in its conversation's run of bots' messages; False when it is
-        a bot's past the cap (dropped, or the chat told of the cutoff once)."""
+    async def _past_the_loop_guard(self, message: InboundMessage) -> bool:
+        """Counts the message in its thread's run of bots' messages; False when it is a
+        bot's past the cap (dropped, or the chat told of the cutoff once)."""
         if self._peers is None:
             return True
-        verdict = await self._peers.count(message, key)
+        verdict = await self._peers.count(message)
         if verdict.answer:
             return True
         logger.info("message %s not answered: %s", message.message_id, verdict.reason)

@@ -155,3 +155,24 @@ def test_an_accepted_bot_is_named_by_its_open_id(monkeypatch, tmp_path):
         load_settings()
     monkeypatch.setenv("LARKGATE_ACCEPT_BOTS", "ou_peer, ou_other")
     assert load_settings().larkgate_accept_bots == ("ou_peer", "ou_other")
+
+
+async def test_a_person_ends_a_bots_run_where_each_sender_has_a_conversation(
+    tmp_path, feishu, llm_server
+):
+    """In a chat_sender scope each sender's messages are a conversation of their own; the
+    count is by chat and thread, so a person's message still ends the bots' run there."""
+    async with start(
+        tmp_path, feishu, llm_server, larkgate_bot_hops=1, larkgate_group_scope="chat_sender"
+    ) as bot:
+        await bot.say("om_b1", "@_user_1 one", **from_bot())
+        await answered(bot, "om_b1")
+        await bot.say("om_b2", "@_user_1 two", **from_bot())
+        assert await answered(bot, "om_b2") == LOOP_CUTOFF.format(hops=1)
+        await bot.say("om_p", "@_user_1 go on", **from_person())
+        await answered(bot, "om_p")
+        await bot.say("om_b3", "@_user_1 three", **from_bot())
+        assert "Answer to: three" in await answered(bot, "om_b3")
+        # Another thread of the chat has a count of its own.
+        await bot.say("om_t1", "@_user_1 in a thread", **from_bot(root_id="om_root"))
+        assert "Answer to: in a thread" in await answered(bot, "om_t1")
