@@ -65,7 +65,7 @@ from bot.runtime.schedule_cards import ScheduleCards
 from bot.runtime.schedule_tools import ScheduleTools
 from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
-from bot.runtime.turns import TurnRunner
+from bot.runtime.turn import TurnRunner
 from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
 from bot.store import (
     CallLogStore,

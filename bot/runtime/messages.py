@@ -32,7 +32,7 @@ from .questions import has_media
 from .replies import ReplyFailed, ReplySender, ReplyTarget
 from .schedule_cards import ScheduleCards
 from .schedule_views import Place
-from .turns import TurnRunner
+from .turn import TurnRunner
 from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)

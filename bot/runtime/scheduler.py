@@ -31,7 +31,7 @@ from bot.schedules import Schedule
 from bot.store.schedules import Firing, ScheduledTask, ScheduleStore
 
 from .admission import Admission, Closed, Entry
-from .turns import TurnRunner
+from .turn import TurnRunner
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from bot.agent_config import RunMode
 from bot.askers import Askers
 from bot.conversations.workers import Turn
-from bot.engine import AgentResult, ChatAgent, ReActAgent, RunEvent, Usage, model_deadline
+from bot.engine import AgentResult, ChatAgent, ReActAgent, model_deadline
 from bot.feishu.card_writer import LiveReply, ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
@@ -27,32 +27,42 @@ from bot.profiles import Profile, Profiles
 from bot.store import (
     ConversationStore,
     FinishedTurn,
-    HistoryEntry,
-    LoadedConversation,
     MessageLedger,
     StoredCheckpoint,
     TurnJournal,
 )
-from bot.turn_context import TurnContext
 
-from . import texts
-from .intake import InFlight
-from .live import LiveAnswer
-from .media import MediaReader
-from .parking import (
+from .. import texts
+from ..intake import InFlight
+from ..live import LiveAnswer
+from ..media import MediaReader
+from ..parking import (
     Checkpoints,
-    JoinedMessage,
     TurnFacts,
     TurnParking,
     UnusableCheckpoint,
     decode,
 )
-from .questions import Question, build_question, problems_text
-from .run_events import RunEventHub, RunPublisher
+from ..questions import Question, build_question, problems_text
+from ..run_events import RunEventHub, RunPublisher
+from .records import (
+    Extras,
+    Ran,
+    Started,
+    answer_footer,
+    context_of_turn,
+    end_cards,
+    error_text,
+    facts_of,
+    fan_out,
+    finished_turn,
+    log_finished,
+    nothing_to_run,
+    profile_name,
+)
 
 logger = logging.getLogger(__name__)
 
-CARD_END_SECONDS = 5.0  # to close the card of an interrupted turn
 
 # Makes the agent for a new run (async: what it may use depends on the org's mode), in
 # the mode given (``/plan`` forces one) or, with None, the configured one.
@@ -131,7 +141,7 @@ class TurnRunner:
         hooks and tools can tell); ``on_status`` hears how it ended (None: stopped before
         it started; "failed" when it raised or was cancelled); ``mode``: the agent mode
         this question must run in (``/plan``), else the configured one."""
-        extras = _Extras(tuple(earlier), scheduled_task, mode)
+        extras = Extras(tuple(earlier), scheduled_task, mode)
 
         def body(
             turn: Turn, opened: list[RunPublisher], cards: list[LiveAnswer]
@@ -179,11 +189,11 @@ class TurnRunner:
                 except Exception:
                     logger.exception("turn for message %s failed", message.message_id)
                     self._ran("failed", began)
-                    await _end_cards(cards)
+                    await end_cards(cards)
                     await self._release(turn)
                     raise
                 except asyncio.CancelledError:  # shutting down: a later start answers it
-                    await _end_cards(cards)
+                    await end_cards(cards)
                     raise
                 finally:  # raised or cancelled: the stream still ends (no-op after done)
                     for publisher in opened:
@@ -206,7 +216,7 @@ class TurnRunner:
         key: str,
         opened: list[RunPublisher],
         cards: list[LiveAnswer],
-        extras: _Extras,
+        extras: Extras,
     ) -> str | None:
         """Run the turn; its run's status (None: it was stopped before it started)."""
         if turn.stopped_before_start:
@@ -237,7 +247,7 @@ class TurnRunner:
             await self._complete(turn)
             return None
         model = getattr(agent.llm, "model", None) or ""
-        start = _Started(run_id, key, started_at, loaded, model, _name(profile))
+        start = Started(run_id, key, started_at, loaded, model, profile_name(profile))
         events = self._events.open(
             run_id,
             conversation_id=loaded.conversation_id,
@@ -252,30 +262,32 @@ class TurnRunner:
             live.add_answer(problems_text(question.problems) + "\n\n")
         if not question.answerable:
             turn.close()
-            result = _nothing_to_run(run_id, start.model)
+            result = nothing_to_run(run_id, start.model)
             answer, outcome = live.reply.view.answer.strip(), await live.reply.finish()
-            finished = _finished_turn(
+            finished = finished_turn(
                 turn, message, question, start, result, answer, outcome, self._owner
             )
             await self._record(finished, result, events)
             return result.status
         parking = None
         if not extras.scheduled_task:  # a scheduled run has no claim to be taken over by
-            parking = self._parking(turn, live, _facts(message, start, question.remembered))
+            parking = self._parking(turn, live, facts_of(message, start, question.remembered))
         result = await agent.run(
             question.query,
             history=question.history,
             images=question.images,
             interrupt_queue=turn.interrupts,
-            on_event=_fan_out(events.on_event, live.on_event),
-            deps=_turn_context(message, start, live, turn, extras.scheduled_task, parking, profile),
+            on_event=fan_out(events.on_event, live.on_event),
+            deps=context_of_turn(
+                message, start, live, turn, extras.scheduled_task, parking, profile
+            ),
             run_id=run_id,
         )
-        ran = _Ran(agent, question, start, result, live, events, parking)
+        ran = Ran(agent, question, start, result, live, events, parking)
         return await self._conclude(turn, message, ran, scheduled=bool(extras.scheduled_task))
 
     async def _conclude(
-        self, turn: Turn, message: InboundMessage, ran: _Ran, *, scheduled: bool = False
+        self, turn: Turn, message: InboundMessage, ran: Ran, *, scheduled: bool = False
     ) -> str:
         """After the run: the answer on the card, then the turn on record."""
         # The agent reads no more interrupts: later messages start the next turn.
@@ -289,7 +301,7 @@ class TurnRunner:
         answer, outcome = await self._answer(
             message, askers, ran.agent, ran.question, ran.result, ran.live, ran.start
         )
-        finished = _finished_turn(
+        finished = finished_turn(
             turn,
             message,
             ran.question,
@@ -370,8 +382,8 @@ class TurnRunner:
         agent = await self._agent_factory("react", profile)
         if not isinstance(agent, ReActAgent):
             return await self._abandon(turn, message, stored, live, texts.cannot_resume("no agent"))
-        start = _Started(
-            parked.run_id, key, parked.started_at, loaded, parked.model, _name(profile)
+        start = Started(
+            parked.run_id, key, parked.started_at, loaded, parked.model, profile_name(profile)
         )
         events = self._events.open(
             parked.run_id,
@@ -383,7 +395,7 @@ class TurnRunner:
         )
         opened.append(events)
         live.on_answer = events.answer
-        facts = _facts(message, start, parked.remembered, joined_before=parked.joined_before)
+        facts = facts_of(message, start, parked.remembered, joined_before=parked.joined_before)
         parking = self._parking(turn, live, facts)
         if parking is not None:
             parking.saved = True  # its checkpoint is in the database: the finish deletes it
@@ -391,11 +403,11 @@ class TurnRunner:
         result = await agent.resume(
             parked.engine,
             interrupt_queue=turn.interrupts,
-            on_event=_fan_out(events.on_event, live.on_event),
-            deps=_turn_context(message, start, live, turn, "", parking, profile),
+            on_event=fan_out(events.on_event, live.on_event),
+            deps=context_of_turn(message, start, live, turn, "", parking, profile),
         )
         question = Question(parked.engine.query, [], remembered=parked.remembered)
-        ran = _Ran(agent, question, start, result, live, events, parking)
+        ran = Ran(agent, question, start, result, live, events, parking)
         return await self._conclude(turn, message, ran)
 
     async def _abandon(
@@ -438,7 +450,7 @@ class TurnRunner:
     async def _record(
         self, finished: FinishedTurn, result: AgentResult, events: RunPublisher
     ) -> None:
-        _log_finished(finished, result)
+        log_finished(finished, result)
         conversation_id = await self._journal.finish_turn(finished)
         # After the answer finished and the run is on record: a console that sees ``done``
         # finds the run in ``GET /api/runs`` too.
@@ -461,7 +473,7 @@ class TurnRunner:
         question: Question,
         result: AgentResult,
         live: LiveAnswer,
-        start: _Started,
+        start: Started,
     ) -> tuple[str | None, ReplyOutcome | None]:
         """Stream the answer into the live card; returns the answer text and the outcome."""
         if result.status in ("cancelled", "error"):  # no answer is streamed: count it now
@@ -473,7 +485,7 @@ class TurnRunner:
             return None, await live.reply.finish()
         if result.status == "error":
             logger.error("run %s ended with an error: %s", result.run_id, result.error)
-            text = _error_text(result, self._model_deadline)
+            text = error_text(result, self._model_deadline)
             live.add_answer(text)
             return text, await live.reply.finish()
         if not result.answer_streamed:
@@ -488,7 +500,7 @@ class TurnRunner:
             live.add_answer(answer)
         # After the answer streamed, so its tokens count too (``total_usage`` includes them).
         usage_line = await self._usage(message, askers, result)
-        footer = _footer(result, self._clock() - start.started_at, start.model)
+        footer = answer_footer(result, self._clock() - start.started_at, start.model)
         if usage_line:
             footer = f"{footer} · {usage_line}"
         return answer, await live.reply.finish(footer)
@@ -514,231 +526,3 @@ class TurnRunner:
             except Exception:
                 logger.exception("releasing %s failed", job.message_id)
             self._in_flight.done(job.message_id)
-
-
-async def _end_cards(cards: list[LiveAnswer]) -> None:
-    """A turn that raised or was cancelled leaves no card stuck on "Thinking…": it says it
-    was interrupted and stops streaming (bounded: shutdown must not wait on Feishu)."""
-    for live in cards:
-        if live.parked:  # the run's next process goes on with this card
-            live.reply.leave()
-            continue
-        try:
-            await asyncio.wait_for(live.end_unanswered(texts.INTERRUPTED_CARD), CARD_END_SECONDS)
-        except Exception:
-            logger.warning("ending the card of an interrupted turn failed", exc_info=True)
-
-
-def _fan_out(*consumers: Callable[[RunEvent], None]) -> Callable[[RunEvent], None]:
-    """One ``on_event`` for the engine that hands each event to every consumer, in order."""
-
-    def on_event(event: RunEvent) -> None:
-        for consume in consumers:
-            consume(event)
-
-    return on_event
-
-
-def _footer(result: AgentResult, elapsed: float, model: str) -> str:
-    usage = result.total_usage  # every call: tool selection, the loop, synthesis
-    tokens = f"{usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
-    parts = [
-        f"{result.iterations} step{'s' if result.iterations != 1 else ''}",
-        f"{usage.total_tokens} tokens ({tokens})",
-        f"{elapsed:.1f} s",
-    ]
-    if model:
-        parts.append(model)
-    return " · ".join(parts)
-
-
-def _error_text(result: AgentResult, deadline: float | None) -> str:
-    error = result.error or ""
-    if "LLMDeadlineExceeded" in error:  # the turn's model deadline passed
-        lead = texts.model_deadline_passed(deadline)
-    elif "LLMContextOverflow" in error:  # not "unreachable": it answered, and said so
-        lead = texts.MODEL_CONTEXT_FULL
-    elif "LLMAuthError" in error:
-        lead = texts.MODEL_REFUSED_KEY
-    elif "model failed" in error:
-        lead = texts.MODEL_UNAVAILABLE
-    else:
-        lead = texts.MODEL_FAILED
-    if not result.steps:
-        return lead
-    found = "\n".join(f"- `{s.tool}`: {_preview(s.observation)}" for s in result.steps[-5:])
-    return f"{lead}\n\n{found}"
-
-
-def _preview(text: str, limit: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class _Extras:
-    """What a turn may carry beyond its message."""
-
-    earlier: tuple[tuple[str, Attachment], ...] = ()
-    scheduled_task: str = ""
-    mode: RunMode | None = None  # forced by /plan; None: the configured mode
-
-
-@dataclass(frozen=True, slots=True)
-class _Started:
-    """What a run began from: its id, scope, time, conversation and model."""
-
-    run_id: str
-    key: str
-    started_at: float
-    loaded: LoadedConversation
-    model: str
-    profile: str | None = None  # the chat's agent profile (None: the default agent)
-
-
-def _name(profile: Profile | None) -> str | None:
-    return profile.name if profile is not None else None
-
-
-def _turn_context(
-    message: InboundMessage,
-    start: _Started,
-    live: LiveAnswer,
-    turn: Turn,
-    scheduled_task: str,
-    parking: TurnParking | None,
-    profile: Profile | None,
-) -> TurnContext:
-    earlier = parking.joined_before if parking is not None else ()
-    joined: Callable[[], tuple[str, ...]] = turn.joined_senders
-    if earlier:
-        before = tuple(j.sender for j in earlier)
-
-        def joined() -> tuple[str, ...]:
-            return before + turn.joined_senders()
-
-    return TurnContext(
-        run_id=start.run_id,
-        conversation_id=start.loaded.conversation_id,
-        scope_key=start.key,
-        message_id=message.message_id,
-        chat_id=message.chat_id,
-        chat_type=message.chat_type,
-        sender_open_id=message.sender_open_id,
-        thread_id=message.thread_id,
-        generation=start.loaded.generation,
-        live=live,
-        slot=turn.slot,
-        scheduled_task=scheduled_task,
-        joined_senders=joined,
-        parking=parking,
-        profile=profile,
-    )
-
-
-def _finished_turn(
-    turn: Turn,
-    message: InboundMessage,
-    question: Question,
-    start: _Started,
-    result: AgentResult,
-    answer: str | None,
-    outcome: ReplyOutcome | None,
-    owner: str,
-    *,
-    joined_before: Sequence[JoinedMessage] = (),
-) -> FinishedTurn:
-    """The turn as the journal records it: its messages, its answer and its run.
-    ``joined_before``: messages that joined a resumed run in the process that saved it."""
-    entries = [HistoryEntry("user", question.remembered, message.message_id)]
-    entries += [HistoryEntry("user", j.text, j.message_id) for j in joined_before]
-    entries += [HistoryEntry("user", job.text, job.message_id) for job in turn.joined]
-    if answer:
-        entries.append(HistoryEntry("assistant", answer))
-    reply_ids = outcome.message_ids if outcome else []
-    usage = result.total_usage
-    return FinishedTurn(
-        scope_key=start.key,
-        conversation_id=start.loaded.conversation_id,
-        generation=start.loaded.generation,
-        entries=tuple(entries),
-        run_id=start.run_id,
-        message_id=message.message_id,
-        status=result.status,
-        model=start.model,
-        iterations=result.iterations,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        tool_calls=len(result.steps),
-        feishu_calls=outcome.calls if outcome else 0,
-        error=result.error,
-        started_at=start.started_at,
-        completed_message_ids=tuple(job.message_id for job in (turn.job, *turn.joined)),
-        owner=owner,
-        reply_message_id=reply_ids[0] if reply_ids else None,
-        profile=start.profile,
-    )
-
-
-def _facts(
-    message: InboundMessage,
-    start: _Started,
-    remembered: str,
-    *,
-    joined_before: tuple[JoinedMessage, ...] = (),
-) -> TurnFacts:
-    return TurnFacts(
-        run_id=start.run_id,
-        message_id=message.message_id,
-        scope_key=start.key,
-        generation=start.loaded.generation,
-        conversation_id=start.loaded.conversation_id,
-        chat_id=message.chat_id,
-        chat_type=message.chat_type,
-        sender_open_id=message.sender_open_id,
-        thread_id=message.thread_id,
-        remembered=remembered,
-        started_at=start.started_at,
-        model=start.model,
-        joined_before=joined_before,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Ran:
-    """A run that ended, and what its turn concludes it with."""
-
-    agent: ChatAgent
-    question: Question
-    start: _Started
-    result: AgentResult
-    live: LiveAnswer
-    events: RunPublisher
-    parking: TurnParking | None
-
-
-def _nothing_to_run(run_id: str, model: str) -> AgentResult:
-    """The record of a turn that had nothing to ask the model (only unreadable files)."""
-    return AgentResult(
-        answer="",
-        messages=[],
-        iterations=0,
-        steps=[],
-        usage=Usage(),
-        elapsed=0.0,
-        run_id=run_id,
-        model=model,
-    )
-
-
-def _log_finished(finished: FinishedTurn, result: AgentResult) -> None:
-    logger.info(
-        "run %s for %s: %s, %d iterations, %d tokens, %d Feishu calls for the answer",
-        finished.run_id,
-        finished.message_id,
-        result.status,
-        result.iterations,
-        finished.total_tokens,
-        finished.feishu_calls,
-    )
