@@ -18,6 +18,7 @@ from bot.feishu.errors import FeishuError
 from bot.store.approvals import ApprovalRecord, ApprovalStore
 
 from .config import GovernanceConfig
+from .posting import reply_with_card
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +68,15 @@ class ApprovalCards:
 
         The uuid makes a retried post (or a re-run after a takeover) show one card.
         """
-        sent = await self._feishu.reply_message(
-            record.message_id,
-            msg_type="interactive",
-            content=json.dumps(self.card(record), ensure_ascii=False),
+        card_message_id = await reply_with_card(
+            self._feishu,
+            message_id=record.message_id,
+            thread_id=record.thread_id,
+            card=self.card(record),
             uuid=f"approval-{record.id}",
-            reply_in_thread=bool(record.thread_id),
         )
-        await self._store.set_card(record.id, sent.message_id)
-        return sent.message_id
+        await self._store.set_card(record.id, card_message_id)
+        return card_message_id
 
     async def refresh(self, record: ApprovalRecord, card_message_id: str | None = None) -> None:
         """Rewrite the card to the approval's current state (best effort, logged)."""

@@ -12,7 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from bot.feishu.client import FeishuClient
+
+
+async def reply_with_card(
+    feishu: FeishuClient, *, message_id: str, thread_id: str, card: Mapping[str, Any], uuid: str
+) -> str:
+    """``card`` as a reply to ``message_id`` (in its thread when it has one); the card's
+    message id. The uuid makes a retried post (or a re-run after a takeover) show one card."""
+    sent = await feishu.reply_message(
+        message_id,
+        msg_type="interactive",
+        content=json.dumps(card, ensure_ascii=False),
+        uuid=uuid,
+        reply_in_thread=bool(thread_id),
+    )
+    message: str = sent.message_id
+    return message
 
 
 async def post_card(

@@ -45,7 +45,7 @@ from bot.turn_context import TurnContext, current_turn
 
 from .actions import toast
 from .person_wait import PersonWaits, call_key, hold, park
-from .posting import post_card
+from .posting import post_card, reply_with_card
 from .seal import ButtonSeal
 
 logger = logging.getLogger(__name__)
@@ -197,15 +197,15 @@ class Questions:
             self.waits.discard(record.id)
 
     async def _post(self, record: QuestionRecord) -> str:
-        sent = await self._feishu.reply_message(
-            record.message_id,
-            msg_type="interactive",
-            content=json.dumps(self.card(record), ensure_ascii=False),
+        card_message_id = await reply_with_card(
+            self._feishu,
+            message_id=record.message_id,
+            thread_id=record.thread_id,
+            card=self.card(record),
             uuid=f"question-{record.id}",
-            reply_in_thread=bool(record.thread_id),
         )
-        await self._store.attach_card(record.id, sent.message_id)
-        return sent.message_id
+        await self._store.attach_card(record.id, card_message_id)
+        return card_message_id
 
     def card(self, record: QuestionRecord) -> dict[str, Any]:
         view = QuestionCardView(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import URL
@@ -38,6 +40,16 @@ async def e2e_database(e2e_postgres: URL | None) -> AsyncIterator[None]:
         yield
     finally:
         harness.DATABASE_URL = None
+
+
+@pytest.fixture
+def notes_db(tmp_path) -> Path:
+    """A SQLite database with a notes table: what the replica tests' SQL connector writes
+    to, one per test."""
+    path = tmp_path / "notes.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    return path
 
 
 @pytest.fixture

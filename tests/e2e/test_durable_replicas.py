@@ -124,14 +124,6 @@ class Asked:
 
 
 @pytest.fixture
-def notes_db(tmp_path) -> Path:
-    path = tmp_path / "notes.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-    return path
-
-
-@pytest.fixture
 async def postgres() -> AsyncIterator[str]:
     async with scratch_database_async("larkgate_dr_") as url:
         yield url_text(url)

@@ -15,7 +15,6 @@ import random
 import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -69,14 +68,6 @@ class Model:
         earlier = sum(1 for text in users[:-1] if text.startswith(f"{chat} turn "))
         self.seen.setdefault(chat, []).append(earlier)
         return Reply(content=f"Answer to: {question}")
-
-
-@pytest.fixture
-def notes_db(tmp_path) -> Path:
-    path = tmp_path / "notes.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-    return path
 
 
 @pytest.fixture
