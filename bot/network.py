@@ -81,6 +81,12 @@ class Proxy:
         return str(self.url)
 
 
+def _environment_proxies() -> dict[str, str]:
+    # getproxies_environment, not getproxies: on macOS and Windows the latter adds the
+    # system's proxy settings, which httpx and the deployment docs do not follow.
+    return urllib.request.getproxies_environment()
+
+
 @dataclass(frozen=True)
 class Network:
     """The outbound settings of this process: ``ca_bundle`` is ``LARKGATE_CA_BUNDLE``.
@@ -90,14 +96,10 @@ class Network:
     """
 
     ca_bundle: Path | None = None
-    proxies: Mapping[str, str] | None = None
+    proxies: Mapping[str, str] = field(default_factory=_environment_proxies)
     _by_origin: dict[tuple[str, str], Proxy | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-
-    def __post_init__(self) -> None:
-        if self.proxies is None:
-            object.__setattr__(self, "proxies", _environment_proxies())
 
     @property
     def ssl_context(self) -> ssl.SSLContext:
@@ -112,7 +114,7 @@ class Network:
         """Raise :class:`NetworkSettingError` for a setting no request could use (a proxy
         that is not ``http://``, a CA file that is not one), before any request is made."""
         for scheme in ("http", "https"):
-            configured = (self.proxies or {}).get(scheme)
+            configured = self.proxies.get(scheme)
             if configured:
                 parse_proxy(configured)
         self.ssl_context  # noqa: B018  # loads (and so checks) the CA files
@@ -128,7 +130,7 @@ class Network:
         return self._by_origin[key]
 
     def _resolve(self, scheme: str, host: str) -> Proxy | None:
-        proxies = self.proxies or {}
+        proxies = self.proxies
         configured = proxies.get(scheme)
         if not configured or (host and _bypassed(host, proxies)):
             return None
@@ -288,12 +290,6 @@ def trust_context(
 def _system_capath() -> bool:
     paths = ssl.get_default_verify_paths()
     return bool(paths.capath and os.path.isdir(paths.capath) and os.listdir(paths.capath))
-
-
-def _environment_proxies() -> dict[str, str]:
-    # getproxies_environment, not getproxies: on macOS and Windows the latter adds the
-    # system's proxy settings, which httpx and the deployment docs do not follow.
-    return urllib.request.getproxies_environment()
 
 
 def _bypassed(host: str, proxies: Mapping[str, str]) -> bool:

@@ -84,7 +84,7 @@ def outbound_hosts(
 
 def route(network: Network, origin: str) -> str:
     """``via http://proxy:3128`` or ``direct (...)``, credentials never shown."""
-    configured = (network.proxies or {}).get(urlsplit(origin).scheme)
+    configured = network.proxies.get(urlsplit(origin).scheme)
     if network.proxy_for(origin) is not None and configured:
         return f"via {redacted(configured)}"  # as set, so "***@" shows credentials are sent
     return "direct (NO_PROXY)" if configured else "direct"
@@ -117,7 +117,7 @@ async def reach(network: Network, origin: str, *, seconds: float = REACH_TIMEOUT
 
 def describe(network: Network, environ: Mapping[str, str]) -> str:
     """The proxy variables in effect (credentials hidden) and what is trusted."""
-    proxies = network.proxies or {}
+    proxies = network.proxies
     parts = [
         f"{scheme} proxy {redacted(proxies[scheme])}"
         for scheme in ("http", "https")
