@@ -40,8 +40,12 @@ from connectors.config import ConnectorsConfig
 logger = logging.getLogger(__name__)
 
 
-SERVICES = web.AppKey("services", Services)
+SERVICES = web.AppKey("services", Services)  # the default app's
+# Every app's services by name ("" the default app's), once started.
+APP_SERVICES = web.AppKey("app_services", dict)
 EVENT_MODE = web.AppKey("event_mode", str)
+# Each [apps.NAME]'s event mode (webhook or ws), for /healthz.
+APP_EVENT_MODES = web.AppKey("app_event_modes", dict)
 # Set in ws mode (FEISHU_EVENT_MODE=ws) once the long connection is started.
 LONG_CONNECTION = web.AppKey("long_connection", LongConnection)
 # What /healthz reports under "warnings": settings that work but weaken the bot.
@@ -78,30 +82,29 @@ def create_app(
     )
     # A LARKGATE_TOKEN_KEY that is not a Fernet key stops the start here, saying why.
     user_auth = settings.user_auth()
-    feishu_config = settings.feishu()
-    verifier = WebhookVerifier(
-        verification_token=feishu_config.verification_token,
-        encrypt_key=feishu_config.encrypt_key,
-        max_age_seconds=feishu_config.max_event_age_seconds,
-        clock=clock,
-    )
     app = web.Application()
     metrics = Metrics()
-
-    async def on_event(event: VerifiedEvent) -> None:
-        metrics.event_received("message" if event.event_type == MESSAGE_EVENT else "other")
-        await app[SERVICES].intake(event)
-
-    async def on_card(event: VerifiedEvent) -> dict[str, Any]:
-        metrics.event_received("card")
-        action = parse_card_action(event.envelope)
-        if isinstance(action, Rejected):
-            logger.warning("card callback %s rejected: %s", event.event_id, action.reason)
-            return toast("info", "This button is no longer active.")
-        return await app[SERVICES].governance.card_actions(action)
-
-    app.router.add_post(EVENTS_PATH, events_handler(PushAnswerer(verifier, on_event)))
-    app.router.add_post("/feishu/card", card_handler(verifier, on_card))
+    # The default app on /feishu/events and /feishu/card; each [apps.NAME] on its own.
+    apps = [("", settings, EVENTS_PATH, "/feishu/card")]
+    for spec in settings.apps():
+        app_settings = settings.for_app(spec)
+        # An [apps.NAME] in webhook mode without its Encrypt Key: refused like the default.
+        app_warning = app_settings.unsigned_events_warning()
+        if app_warning is not None:
+            logger.warning("[apps.%s]: %s", spec.name, app_warning)
+        apps.append((spec.name, app_settings, spec.events_path, spec.card_path))
+    for name, app_settings, events_path, card_path in apps:
+        on_event, on_card = _handlers(app, name, metrics)
+        feishu_config = app_settings.feishu()
+        verifier = WebhookVerifier(
+            verification_token=feishu_config.verification_token,
+            encrypt_key=feishu_config.encrypt_key,
+            max_age_seconds=feishu_config.max_event_age_seconds,
+            clock=clock,
+            app_id=feishu_config.app_id,
+        )
+        app.router.add_post(events_path, events_handler(PushAnswerer(verifier, on_event)))
+        app.router.add_post(card_path, card_handler(verifier, on_card))
     if user_auth is not None and user_auth.flow == "code":
         app.router.add_get(CALLBACK_PATH, oauth_callback_handler(_oauth_callback(app)))
     app.router.add_get("/healthz", _healthz)
@@ -112,13 +115,41 @@ def create_app(
     add_console(app, settings.larkgate_console_token.get_secret_value())
     app.cleanup_ctx.append(_lifecycle(settings, overrides, metrics))
     app[EVENT_MODE] = settings.feishu_event_mode
+    app[APP_EVENT_MODES] = {name: s.feishu_event_mode for name, s, _, _ in apps if name}
     app[STARTUP_WARNINGS] = (unsigned_warning,) if unsigned_warning else ()
-    if settings.feishu_event_mode == "ws":
-        # After the lifecycle (services are ready), so it is closed before them.
-        app.cleanup_ctx.append(
-            _long_connection(feishu_config, settings.network(), on_event, on_card)
-        )
+    for name, app_settings, _, _ in apps:
+        if app_settings.feishu_event_mode == "ws":
+            # After the lifecycle (services are ready), so it is closed before them.
+            on_event, on_card = _handlers(app, name, metrics)
+            app.cleanup_ctx.append(
+                _long_connection(app_settings.feishu(), settings.network(), on_event, on_card, name)
+            )
     return app
+
+
+def _handlers(
+    app: web.Application, name: str, metrics: Metrics
+) -> tuple[
+    Callable[[VerifiedEvent], Awaitable[None]],
+    Callable[[VerifiedEvent], Awaitable[dict[str, Any]]],
+]:
+    """What the app ``name``'s verified events and card callbacks are handed to: its own
+    intake and card actions, never another app's."""
+
+    async def on_event(event: VerifiedEvent) -> None:
+        metrics.event_received("message" if event.event_type == MESSAGE_EVENT else "other")
+        await app[APP_SERVICES][name].intake(event)
+
+    async def on_card(event: VerifiedEvent) -> dict[str, Any]:
+        metrics.event_received("card")
+        action = parse_card_action(event.envelope)
+        if isinstance(action, Rejected):
+            logger.warning("card callback %s rejected: %s", event.event_id, action.reason)
+            return toast("info", "This button is no longer active.")
+        services: Services = app[APP_SERVICES][name]
+        return await services.governance.card_actions(action)
+
+    return on_event, on_card
 
 
 def _oauth_callback(app: web.Application) -> Complete:
@@ -137,6 +168,8 @@ def _lifecycle(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         built = await build_services(settings, overrides, metrics)
         services = app[SERVICES] = built.services
+        others = {name: pair[0] for name, pair in built.apps.items()}
+        app[APP_SERVICES] = {"": services, **others}
         app[CONSOLE] = Console(
             services.run_events,
             RunStore(services.database, clock=overrides.clock),
@@ -148,7 +181,10 @@ def _lifecycle(
             user_auth=services.user_auth,
         )
         runtime = settings.runtime()
-        chores = _start_chores(services, runtime.dedup_retention_hours)
+        chores = {
+            name: _start_chores(served, runtime.dedup_retention_hours)
+            for name, served in app[APP_SERVICES].items()
+        }
         # lark-oapi alone leaves ~300k objects for the collector: a full collection
         # takes ~280 ms and would stall every request in flight. Everything built so far
         # lives as long as the process, so keep it out of the collector's sight.
@@ -160,7 +196,13 @@ def _lifecycle(
         try:
             yield
         finally:
-            await _shutdown(services, chores, runtime.shutdown_grace_seconds)
+            # The other apps first: they share the database the default app closes.
+            for name, (served, hub) in built.apps.items():
+                await _shutdown(served, chores[name], runtime.shutdown_grace_seconds)
+                await hub.aclose()
+            await _shutdown(services, chores[""], runtime.shutdown_grace_seconds)
+            await services.readers.aclose()  # a file still being read is abandoned
+            await services.database.dispose()
             await built.hub.aclose()
             if built.owns_model and isinstance(built.model, OpenAICompatibleLLM):
                 await built.model.aclose()
@@ -210,7 +252,6 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
         await services.user_auth.asker.aclose()
     await services.conversation_lock.flush()  # other processes need not wait for leases
     await services.tasks.drain(grace_seconds=1.0)
-    await services.readers.aclose()  # a file still being read is abandoned with its turn
     for chore in chores:
         chore.cancel()
     await asyncio.gather(*chores, return_exceptions=True)
@@ -229,7 +270,6 @@ async def _shutdown(services: Services, chores: list[asyncio.Task[None]], grace:
         await services.api_usage.flush()  # the last calls count too
     except Exception:
         logger.exception("could not add the last Feishu API calls to the ledger")
-    await services.database.dispose()
 
 
 async def _purge_replays(governance: Governance) -> None:
@@ -246,13 +286,15 @@ def _long_connection(
     network: Network,
     on_event: Callable[[VerifiedEvent], Awaitable[None]],
     on_card: Callable[[VerifiedEvent], Awaitable[dict[str, Any]]],
+    name: str,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """Events and card callbacks over Feishu's long connection, into the webhook's handlers."""
 
     async def long_connection(app: web.Application) -> AsyncIterator[None]:
         connection = LongConnection(config, on_event=on_event, on_card=on_card, network=network)
         connection.start()
-        app[LONG_CONNECTION] = connection
+        if not name:  # /healthz and /metrics report the default app's
+            app[LONG_CONNECTION] = connection
         try:
             yield
         finally:
@@ -276,6 +318,14 @@ async def _healthz(request: web.Request) -> web.Response:
         # Degraded but running (e.g. unsigned events accepted): worth an alert, not a 503.
         "warnings": list(warnings),
     }
+    apps: dict[str, Services] = request.app.get(APP_SERVICES) or {}
+    modes: dict[str, str] = request.app.get(APP_EVENT_MODES) or {}
+    if len(apps) > 1:
+        body["apps"] = {
+            name: {"bot_open_id": served.identity.known, "event_mode": modes.get(name, "")}
+            for name, served in apps.items()
+            if name
+        }
     healthy = database_ok
     connection = request.app.get(LONG_CONNECTION)
     if connection is not None:

@@ -241,6 +241,36 @@ async def run_checks(settings: Settings) -> list[CheckResult]:
             results += _profiles(settings, tool_names)
         finally:
             await hub.aclose()
+    results += await _apps(settings, network)
+    return results
+
+
+async def _apps(settings: Settings, network: Network) -> list[CheckResult]:
+    """Each [apps.NAME]: its secrets found, its pushes signed, its credentials accepted,
+    the bot it is, and where its events come in."""
+    try:
+        apps = settings.apps()
+    except SettingsError as exc:
+        return [CheckResult("apps", False, str(exc))]
+    results = []
+    for spec in apps:
+        name = f"app {spec.name}"
+        app_settings = settings.for_app(spec)
+        signing = _event_signing(app_settings)
+        if not signing.ok:
+            results.append(CheckResult(name, False, signing.detail))
+            continue
+        where = "long connection" if spec.event_mode == "ws" else spec.events_path
+        async with FeishuClient(app_settings.feishu(), timeout=TIMEOUT, network=network) as feishu:
+            try:
+                await asyncio.wait_for(feishu.tokens.get(), TIMEOUT)
+                info = await feishu.bot_info()
+            except (FeishuError, TimeoutError) as exc:
+                results.append(CheckResult(name, False, f"{spec.app_id}: {exc or 'timed out'}"))
+                continue
+        profile = f", profile {spec.profile}" if spec.profile else ""
+        detail = f"{spec.app_id}: {info.app_name} ({info.open_id}), events on {where}{profile}"
+        results.append(CheckResult(name, True, detail, warn=signing.warn))
     return results
 
 

@@ -153,6 +153,8 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
     settings.agent()  # a wrong [models] or [plan] table stops here, said plainly
     settings.network()  # so do a proxy or a CA file that cannot be used
     settings.profiles()  # and a [profiles] table or a route to no profile
+    for spec in settings.apps():  # and an [apps.NAME] table or a secret it names unset
+        settings.for_app(spec).unsigned_events_warning()  # its pushes unsigned, not allowed
     _configure_logging(settings)
     from bot.app import create_app
     from bot.serving import serve

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -18,6 +18,7 @@ from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_valid
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.agent_config import AgentConfig, AgentConfigError, RunMode, load_agent_config
+from bot.apps import AppError, AppSpec, load_apps
 from bot.feishu.config import FeishuConfig
 from bot.governance.config import (
     APPROVAL_MODES,
@@ -241,6 +242,7 @@ class Settings(BaseSettings):
     # bot sees the same rules even if the file changes while it starts.
 
     _built: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _app_name: str = PrivateAttr(default="")
 
     def _once(self, name: str, build: Callable[[], _T]) -> _T:
         if name not in self._built:
@@ -330,6 +332,57 @@ class Settings(BaseSettings):
 
         return self._once("profiles", build)
 
+    @property
+    def app_name(self) -> str:
+        """The ``[apps.NAME]`` these settings are for; "" for the default app."""
+        return self._app_name
+
+    def apps(self, environ: Mapping[str, str] | None = None) -> tuple[AppSpec, ...]:
+        """The Feishu apps beside the default one ([apps.*]); their secrets come from the
+        environment variables the tables name (the environment's, then ``.env``'s)."""
+
+        def build() -> tuple[AppSpec, ...]:
+            if self.larkgate_config is None or self._app_name:
+                return ()
+            try:
+                return load_apps(
+                    self._file(),
+                    _secret_environment() if environ is None else environ,
+                    where=str(self.larkgate_config),
+                    profiles=frozenset(self.profiles().profiles),
+                    default_app_id=self.feishu_app_id,
+                )
+            except AppError as exc:
+                raise SettingsError(str(exc)) from None
+
+        return self._once("apps", build)
+
+    def for_app(self, app: AppSpec) -> Settings:
+        """These settings as ``app`` runs with them: its credentials, event mode, admins,
+        accepted bots, API budget and default profile; the rest (the model, the database,
+        the rules of larkgate.toml) shared."""
+        update: dict[str, Any] = {
+            "feishu_app_id": app.app_id,
+            "feishu_app_secret": SecretStr(app.app_secret),
+            "feishu_verification_token": SecretStr(app.verification_token),
+            "feishu_encrypt_key": SecretStr(app.encrypt_key),
+            "feishu_event_mode": app.event_mode,
+            "feishu_monthly_api_budget": app.monthly_api_budget,
+            "larkgate_admins": app.admins,
+            "larkgate_accept_bots": app.accept_bots,
+            # Per-user authorisation has one OAuth callback, the default app's.
+            "larkgate_token_key": SecretStr(""),
+        }
+        if self.governance().approvers.kind == "list":
+            # Those open_ids are the default app's: the same people have others here.
+            update["larkgate_approvers"] = "auto"
+        copy = self.model_copy(update=update)
+        copy._app_name = app.name
+        # Built again from the app's values; the file as this process read it.
+        copy._built = {"file": self._file(), "apps": ()}
+        copy._built["profiles"] = replace(self.profiles(), default=app.profile)
+        return copy
+
     def hint_models(self) -> dict[str, LLMConfig]:
         """The models configured for hints ("fast", "reasoning"), on the main endpoint and
         key unless their table names others."""
@@ -364,6 +417,7 @@ class Settings(BaseSettings):
             scope=self.larkgate_group_scope,
             groups=file_rules.groups,
             admins=frozenset(self.larkgate_admins),
+            app=self._app_name,
         )
 
     def runtime(self) -> RuntimeConfig:
@@ -513,6 +567,7 @@ class ChatPolicy:
     scope: GroupScope = "chat"
     groups: dict[str, GroupRule] = field(default_factory=dict)
     admins: frozenset[str] = frozenset()
+    app: str = ""  # the [apps.NAME] whose chats these are ("": the default app)
 
     def group_allowed(self, chat_id: str) -> bool:
         return not self.allowlist or chat_id in self.allowlist
@@ -656,6 +711,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(f"LARKGATE_CONFIG points to {path}, which does not exist") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
+
+
+def _secret_environment() -> dict[str, str]:
+    """Where the variables [apps.*] tables name are looked up: ``.env``, then the
+    environment over it (as the settings themselves are read)."""
+    from dotenv import dotenv_values
+
+    env_file = Path(".env")
+    found = dotenv_values(env_file) if env_file.is_file() else {}
+    return {**{k: v for k, v in found.items() if v is not None}, **os.environ}
 
 
 def load_settings(**overrides: object) -> Settings:

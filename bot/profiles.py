@@ -100,15 +100,24 @@ class Profiles:
     profiles: Mapping[str, Profile] = field(default_factory=dict)
     groups: Mapping[str, str] = field(default_factory=dict)  # chat id -> profile name
     dm: str | None = None
+    # An [apps.NAME]'s profile: its chats that no [groups] route names, its DMs too (the
+    # [dm] route is the default app's).
+    default: str | None = None
 
     def for_chat(self, chat_id: str, chat_type: str) -> Profile | None:
         """The profile of a chat; None: the default agent."""
-        name = self.dm if chat_type == "p2p" else self.groups.get(chat_id)
+        if chat_type == "p2p":
+            name = self.default or self.dm
+        else:
+            name = self.groups.get(chat_id) or self.default
         return self.profiles.get(name) if name else None
 
     def routes(self) -> list[tuple[str, str]]:
         """(where, profile) for every route, for /admin and the console."""
-        found = [("direct messages", self.dm)] if self.dm else []
+        if self.default:
+            found = [("this app's other chats", self.default)]
+        else:
+            found = [("direct messages", self.dm)] if self.dm else []
         return [*found, *((f"group {chat}", name) for chat, name in sorted(self.groups.items()))]
 
 

@@ -138,17 +138,20 @@ class Services:
     questions: Questions  # ask_user's questions and the calls waiting for their answers
     # Per-user authorisation (None: LARKGATE_TOKEN_KEY is not set).
     user_auth: UserAuth | None = None
+    app: str = ""  # the [apps.NAME] these serve ("": the default app)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Built:
     """The services, and what only shutdown needs: the connectors and the model to close."""
 
-    services: Services
+    services: Services  # the default app's
     hub: ConnectorHub
     model: LLM
     owns_model: bool
     extra_models: tuple[OpenAICompatibleLLM | ProbedLLM, ...] = ()
+    # Each [apps.NAME]'s services and connectors (they share the database and the models).
+    apps: Mapping[str, tuple[Services, ConnectorHub]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +179,9 @@ class _Foundation:
     owner: str
     clock: Callable[[], float]
     metrics: Metrics
+    # The processes that read files people send (one pool for every app).
+    readers: ReaderPool
+    app: str = ""  # the [apps.NAME] the Feishu side is ("": the default app)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,16 +202,30 @@ class _Tools:
 
 async def build_services(settings: Settings, overrides: Overrides, metrics: Metrics) -> Built:
     base = await _foundation(settings, overrides, metrics)
-    tasks = TaskTracker()
-    tools = await _governed_tools(settings, overrides, base, tasks)
-    services = _message_path(settings, base, tools, tasks, overrides.reader_limits)
+    services, hub = await _app_services(settings, overrides, base)
+    apps: dict[str, tuple[Services, ConnectorHub]] = {}
+    for spec in settings.apps():
+        # Another bot identity: its own Feishu client, budget and stacks from intake to
+        # governance, as if a replica of its own (its owner id says which app it is).
+        app_settings = settings.for_app(spec)
+        app_base = await _feishu_side(app_settings, base, app=spec.name)
+        apps[spec.name] = await _app_services(app_settings, overrides, app_base)
     return Built(
         services=services,
-        hub=tools.hub,
+        hub=hub,
         model=base.model,
         owns_model=overrides.llm is None and isinstance(base.model, OpenAICompatibleLLM),
         extra_models=base.extra_models,
+        apps=apps,
     )
+
+
+async def _app_services(
+    settings: Settings, overrides: Overrides, base: _Foundation
+) -> tuple[Services, ConnectorHub]:
+    tasks = TaskTracker()
+    tools = await _governed_tools(settings, overrides, base, tasks)
+    return _message_path(settings, base, tools, tasks), tools.hub
 
 
 async def build_connectors(
@@ -230,10 +250,11 @@ class _Classes(dict[str, type[Connector]]):
         return load_connector_class(name)
 
 
-async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics) -> _Foundation:
-    clock = overrides.clock
-    await asyncio.to_thread(upgrade, settings.database_url)
-    database = await (overrides.open_database or Database.connect)(settings.database_url)
+async def _feishu_parts(
+    settings: Settings, database: Database, clock: Callable[[], float], metrics: Metrics
+) -> tuple[FeishuClient, ApiUsage, BotIdentity]:
+    """One app's Feishu side: its client (its own token manager), its API budget and the
+    bot identity it learns at start."""
     admins = sorted(settings.governance().admins)
 
     async def tell_admins(delivery: Delivery, used: int, budget: int) -> None:
@@ -251,15 +272,42 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         clock=clock,
         notify=tell_admins,
     )
-    metrics.track_api_usage(lambda: api_usage.total, lambda: api_usage.delivery().level)
+    if not settings.app_name:  # the gauges are the default app's
+        metrics.track_api_usage(lambda: api_usage.total, lambda: api_usage.delivery().level)
 
     def on_call(endpoint: str, code: str) -> None:
         metrics.feishu_call(endpoint, code)
         api_usage.record(endpoint, code)
 
-    network = settings.network()
-    feishu = FeishuClient(settings.feishu(), on_call=on_call, network=network)
+    feishu = FeishuClient(settings.feishu(), on_call=on_call, network=settings.network())
     await api_usage.refresh()  # the month's total so far, before the first answer
+    identity = BotIdentity(feishu)
+    identity.start()
+    return feishu, api_usage, identity
+
+
+async def _feishu_side(settings: Settings, base: _Foundation, *, app: str) -> _Foundation:
+    """``base`` as the [apps.NAME] ``app`` stands on it: its own Feishu side, the rest
+    shared."""
+    feishu, api_usage, identity = await _feishu_parts(
+        settings, base.database, base.clock, base.metrics
+    )
+    return replace(
+        base,
+        feishu=feishu,
+        api_usage=api_usage,
+        identity=identity,
+        owner=f"{base.owner}/{app}",
+        app=app,
+    )
+
+
+async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics) -> _Foundation:
+    clock = overrides.clock
+    await asyncio.to_thread(upgrade, settings.database_url)
+    database = await (overrides.open_database or Database.connect)(settings.database_url)
+    feishu, api_usage, identity = await _feishu_parts(settings, database, clock, metrics)
+    network = settings.network()
     # The endpoint's abilities come from a probe (a model given by a test is taken as is).
     model: LLM
     if overrides.llm is None:
@@ -295,8 +343,6 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         p for p in (probed, *hinted_probed.values(), *profile_probed.values()) if p is not None
     ]
     listener, transcribe = _transcriber(settings, network)
-    identity = BotIdentity(feishu)
-    identity.start()
     interrupted = await RunStore(database, clock=clock).mark_interrupted_running()
     if interrupted:
         logger.info("%d runs left by a stopped process are marked interrupted", interrupted)
@@ -322,6 +368,7 @@ async def _foundation(settings: Settings, overrides: Overrides, metrics: Metrics
         owner=overrides.owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}",
         clock=clock,
         metrics=metrics,
+        readers=ReaderPool(overrides.reader_limits),
     )
 
 
@@ -339,7 +386,7 @@ async def _governed_tools(
         settings, overrides, base.feishu, user_auth.source if user_auth else None
     )
     user_scopes = _user_scopes(hub)
-    schedules = ScheduleStore(base.database, clock=base.clock)
+    schedules = ScheduleStore(base.database, clock=base.clock, app=base.app)
     schedule_config = _schedule_config(settings, base.owner)
     wake = asyncio.Event()
     schedule_tools = ScheduleTools(
@@ -354,7 +401,7 @@ async def _governed_tools(
     # The tools that act as the asker stay offered without per-user authorisation: each
     # then says what an admin must set, where otherwise the model would answer "my
     # calendar" from the bot's own calendar as if it were the asker's.
-    question_store = QuestionStore(base.database, clock=base.clock)
+    question_store = QuestionStore(base.database, clock=base.clock, app=base.app)
     questions = Questions(
         store=question_store,
         waits=PersonWaits(question_store, kind="question"),
@@ -385,6 +432,7 @@ async def _governed_tools(
         names=names,
         acts_as_user=hub.acts_as_user,
         user_auth_gate=user_auth.gate(user_scopes.get) if user_auth else None,
+        app=base.app,
     )
     # Governance's hooks come last among those that may rewrite or hold a call: the
     # approver sees the arguments that will run, and read-only mode is checked again
@@ -439,15 +487,11 @@ def _user_scopes(hub: ConnectorHub) -> dict[str, tuple[str, ...]]:
 
 
 def _message_path(
-    settings: Settings,
-    base: _Foundation,
-    tools: _Tools,
-    tasks: TaskTracker,
-    reader_limits: ReaderLimits,
+    settings: Settings, base: _Foundation, tools: _Tools, tasks: TaskTracker
 ) -> Services:
     """From a verified event to an answer: intake, the handler, workers and turns."""
     runtime, clock = settings.runtime(), base.clock
-    ledger = MessageLedger(base.database, clock=clock)
+    ledger = MessageLedger(base.database, clock=clock, app=base.app)
     # A turn's first read (its conversation) rides in the transaction that takes the
     # conversation's lock: one round trip fewer per message.
     prefetch = ConversationPrefetch(runtime.history_messages)
@@ -464,12 +508,9 @@ def _message_path(
     in_flight = InFlight()
     base.metrics.track_in_flight(in_flight.__len__)
     run_events = RunEventHub(clock=clock)
-    # Files and images people send are parsed in these processes, never in this one.
-    readers = ReaderPool(reader_limits)
     turns = _turn_runner(
-        settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events,
-        readers,
-    )  # fmt: skip
+        settings, base, tools, interrupt_limits, ledger, conversations, in_flight, run_events
+    )
     scheduled_runs, schedule_cards = _schedules(settings, base, tools, workers, turns)
     handler = _message_handler(
         settings, base, tools, ledger, workers, conversations, turns, in_flight, schedule_cards,
@@ -503,9 +544,10 @@ def _message_path(
         api_usage=base.api_usage,
         schedules=tools.schedules,
         scheduled_runs=scheduled_runs,
-        readers=readers,
+        readers=base.readers,
         questions=tools.questions,
         user_auth=tools.user_auth,
+        app=base.app,
     )
 
 
@@ -582,7 +624,6 @@ def _turn_runner(
     conversations: ConversationStore,
     in_flight: InFlight,
     run_events: RunEventHub,
-    readers: ReaderPool,
 ) -> TurnRunner:
     governance = tools.governance
     agent = settings.agent()
@@ -622,7 +663,7 @@ def _turn_runner(
         agent_factory=agent_factory,
         ledger=ledger,
         conversations=conversations,
-        journal=TurnJournal(base.database, clock=base.clock),
+        journal=TurnJournal(base.database, clock=base.clock, app=base.app),
         live_reply=lambda message: live_reply(
             base.feishu, message, base.api_usage.delivery(), settings
         ),
@@ -634,7 +675,11 @@ def _turn_runner(
         on_run=base.metrics.run_finished,
         events=run_events,
         media=MediaReader(
-            base.feishu, settings.media(), base.image_text, readers, transcribe=base.transcribe
+            base.feishu,
+            settings.media(),
+            base.image_text,
+            base.readers,  # files are parsed in these processes, never in this one
+            transcribe=base.transcribe,
         ),
         model_deadline_seconds=settings.larkgate_turn_deadline_seconds,
         profiles=settings.profiles(),
@@ -697,6 +742,7 @@ def _message_handler(
             frozenset(settings.larkgate_accept_bots),
             BotHopsStore(base.database, clock=base.clock),
             max_hops=settings.larkgate_bot_hops,
+            app=base.app,
         ),
         checkpoints=turns.checkpoints.store if turns.checkpoints is not None else None,
     )

@@ -24,8 +24,15 @@ class ScopeInput:
     root_id: str = ""
 
 
-def scope_key(message: ScopeInput, group_scope: Scope) -> str:
-    """A stable string naming the conversation ``message`` belongs to."""
+def scope_key(message: ScopeInput, group_scope: Scope, app: str = "") -> str:
+    """A stable string naming the conversation ``message`` belongs to. ``app``: the
+    [apps.NAME] the message came to ("" the default app); two bots in one group hold two
+    conversations there, each its own history, lock and grants."""
+    key = _key(message, group_scope)
+    return f"app:{app}:{key}" if app else key
+
+
+def _key(message: ScopeInput, group_scope: Scope) -> str:
     if message.chat_type == "p2p":
         return f"dm:{message.sender_open_id}"
     chat = f"chat:{message.chat_id}"

@@ -88,8 +88,12 @@ class WebhookVerifier:
         encrypt_key: str,
         max_age_seconds: float,
         clock: Callable[[], float] = time.time,
+        app_id: str = "",
     ) -> None:
         self._token = verification_token.encode()
+        # A push names the app it is for (header.app_id): another app's is refused, even
+        # signed with this app's key (two apps configured with one Encrypt Key).
+        self._app_id = app_id
         self._encrypt_key = encrypt_key
         self._cipher = PushCipher(encrypt_key) if encrypt_key else None
         self._max_age = max_age_seconds
@@ -185,6 +189,9 @@ class WebhookVerifier:
             return Refused(401, "wrong or missing verification token")
         if not self._token_ok(header.get("token")):
             return Refused(401, "wrong or missing verification token")
+        named = header.get("app_id")
+        if self._app_id and named is not None and named != self._app_id:
+            return Refused(403, "the push is for another app (header.app_id)")
         if self._cipher is None:
             refused = self._check_created(header)
             if refused is not None:

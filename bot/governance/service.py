@@ -75,14 +75,16 @@ def build_governance(
     names: UserNames | None = None,
     acts_as_user: Callable[[str], bool] | None = None,
     user_auth_gate: Hook | None = None,
+    app: str = "",
 ) -> Governance:
-    """``names``: the people directory (cached names and time zones), when the caller
+    """``app``: the [apps.NAME] whose approvals and audit these are ("": the default app).
+    ``names``: the people directory (cached names and time zones), when the caller
     shares one with other parts; else governance makes its own. ``acts_as_user``: which
     tools act as the requester (their approval cards say so); ``user_auth_gate``: the hook
     that gets the requester's consent for them (per-user authorisation on)."""
-    approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome)
-    org = OrgSettingsStore(database, clock=clock)
-    audit = AuditLog(database, clock=clock)
+    approvals = ApprovalStore(database, clock=clock, on_outcome=on_approval_outcome, app=app)
+    org = OrgSettingsStore(database, clock=clock, app=app)
+    audit = AuditLog(database, clock=clock, app=app)
     waits = PersonWaits(approvals, kind="approval")
     cards = ApprovalCards(feishu, approvals, config=config, acts_as_user=acts_as_user)
     replays = ReplayGuard(database, clock=clock)

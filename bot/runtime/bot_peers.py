@@ -41,10 +41,13 @@ class Verdict:
 
 
 class BotPeers:
-    def __init__(self, accepted: frozenset[str], store: BotHopsStore, *, max_hops: int) -> None:
+    def __init__(
+        self, accepted: frozenset[str], store: BotHopsStore, *, max_hops: int, app: str = ""
+    ) -> None:
         self._accepted = accepted
         self._store = store
         self._max_hops = max_hops
+        self._app = app
 
     @property
     def on(self) -> bool:
@@ -72,7 +75,9 @@ class BotPeers:
             return Verdict(True)
         # By chat and thread, not by conversation: where each sender has a conversation of
         # their own (chat_sender scopes), a person's message would never end a bot's run.
-        scope_key = f"{message.chat_id}/{message.thread_id or message.root_id}"
+        place = f"{message.chat_id}/{message.thread_id or message.root_id}"
+        # Two of the deployment's apps in one group count their own bots' turns.
+        scope_key = f"app:{self._app}:{place}" if self._app else place
         if message.sender_type == "user":
             await self._store.from_person(scope_key)
             return Verdict(True)

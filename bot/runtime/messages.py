@@ -174,6 +174,7 @@ class MessageHandler:
                 parsed.root_id,
             ),
             self._policy.group_scope(parsed.chat_id),
+            self._policy.app,
         )
         if not await self._past_the_loop_guard(parsed):
             return

@@ -149,6 +149,7 @@ class ApprovalRecord:
     # When the approved call started to run (it runs once: see `use`).
     used_at: float | None = None
     profile: str | None = None  # the agent profile of the run that asked
+    app: str = ""  # the Feishu app that posted its card ("": the default one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,9 @@ def _record(row: Mapping[Any, Any]) -> ApprovalRecord:
     return ApprovalRecord(**values)
 
 
-_ONE = _a.id == bindparam("p_id")
+# One approval of this store's app: another app's is unknown here (its card is not this
+# app's, and nor is deciding it).
+_ONE = and_(_a.id == bindparam("p_id"), _a.app == bindparam("p_app"))
 _IS_PENDING = _a.state == PENDING
 _RETURN = tuple(_approvals.c)
 
@@ -216,7 +219,9 @@ _RUN_PARKED = exists().where(
         ACTIVE,
     )
 )
-_CLOSE_ORPHANED = _CLOSE.where(_IS_PENDING, ~_WAITED_FOR, ~_RUN_PARKED).returning(*_RETURN)
+# A sweeper closes its own app's approvals: another app's cards are not its to edit.
+_MINE = _a.app == bindparam("p_app")
+_CLOSE_ORPHANED = _CLOSE.where(_MINE, _IS_PENDING, ~_WAITED_FOR, ~_RUN_PARKED).returning(*_RETURN)
 _OF_CALL = (
     select(_approvals)
     .where(_a.run_id == bindparam("p_run_id"), _a.call_id == bindparam("p_call_id"))
@@ -229,7 +234,9 @@ _USE = (
     .where(_ONE, _a.state == APPROVED, _a.used_at.is_(None))
     .values(used_at=bindparam("now"))
 )
-_CLOSE_OVERDUE = _CLOSE.where(_IS_PENDING, _a.expires_at < bindparam("cutoff")).returning(*_RETURN)
+_CLOSE_OVERDUE = _CLOSE.where(_MINE, _IS_PENDING, _a.expires_at < bindparam("cutoff")).returning(
+    *_RETURN
+)
 _STATES = select(_a.id, _a.state).where(_a.id.in_(bindparam("p_ids", expanding=True)))
 _PENDING = (
     select(_approvals)
@@ -261,9 +268,11 @@ class ApprovalStore:
         *,
         clock: Callable[[], float] = time.time,
         on_outcome: Callable[[str], None] | None = None,
+        app: str = "",
     ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # the Feishu app whose cards these approvals are
         # Told of each transition this store made (approved, approved_session, denied,
         # expired, cancelled): once per approval across processes, e.g. for metrics.
         self._on_outcome = on_outcome
@@ -292,6 +301,7 @@ class ApprovalStore:
         }
         values.update(
             id=uuid.uuid4().hex,
+            app=self._app,
             requesters=json.dumps(list(requesters)),
             approvers=json.dumps(list(new.approvers)),
             state=PENDING,
@@ -304,11 +314,13 @@ class ApprovalStore:
     async def set_card(self, approval_id: str, card_message_id: str) -> None:
         """Remember the message of the approval's card (to update it when the approval ends)."""
         await self._db.transact(
-            _execute, _SET_CARD, {"p_id": approval_id, "p_card": card_message_id}
+            _execute,
+            _SET_CARD,
+            {"p_app": self._app, "p_id": approval_id, "p_card": card_message_id},
         )
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
-        return await self._db.transact(_get, approval_id, write=False)
+        return await self._db.transact(_get, self._app, approval_id, write=False)
 
     async def of_call(self, run_id: str, call_id: str) -> ApprovalRecord | None:
         """The approval asked for this call of this run (the latest), if any: a resumed run
@@ -319,7 +331,7 @@ class ApprovalStore:
     async def use(self, approval_id: str) -> bool:
         """Mark an approved call as started; False when it was already (or is not
         approved): whichever process resumes its run, an approval runs its call once."""
-        params = {"p_id": approval_id, "now": self._clock()}
+        params = {"p_app": self._app, "p_id": approval_id, "now": self._clock()}
         return bool(await self._db.transact(_rowcount, _USE, params))
 
     async def decide(
@@ -339,20 +351,31 @@ class ApprovalStore:
             raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
         return self._report(
             await self._db.transact(
-                _decide, self._insert_grant, approval_id, decision, actor, self._clock(), via
+                _decide,
+                self._insert_grant,
+                self._app,
+                approval_id,
+                decision,
+                actor,
+                self._clock(),
+                via,
             )
         )
 
     async def expire(self, approval_id: str) -> Outcome:
         """End a pending approval whose time ran out (the waiting process's timer)."""
         return self._report(
-            await self._db.transact(_close_one, approval_id, EXPIRED, None, self._clock())
+            await self._db.transact(
+                _close_one, self._app, approval_id, EXPIRED, None, self._clock()
+            )
         )
 
     async def cancel(self, approval_id: str, note: str) -> Outcome:
         """End a pending approval nobody needs any more, e.g. its run was stopped."""
         return self._report(
-            await self._db.transact(_close_one, approval_id, CANCELLED, note, self._clock())
+            await self._db.transact(
+                _close_one, self._app, approval_id, CANCELLED, note, self._clock()
+            )
         )
 
     async def cancel_pending_writes(self, note: str = READ_ONLY_NOTE) -> list[ApprovalRecord]:
@@ -384,7 +407,7 @@ class ApprovalStore:
         Expired: those still pending `grace_seconds` past their expiry (the owner's timer
         should have expired them).
         """
-        closed = await self._db.transact(_close_orphans, self._clock(), grace_seconds)
+        closed = await self._db.transact(_close_orphans, self._app, self._clock(), grace_seconds)
         return self._report_all(closed)
 
     def _report(self, outcome: Outcome) -> Outcome:
@@ -446,14 +469,15 @@ def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) ->
     return int(connection.execute(statement, params).rowcount)
 
 
-def _get(connection: Connection, approval_id: str) -> ApprovalRecord | None:
-    row = connection.execute(_BY_ID, {"p_id": approval_id}).mappings().first()
+def _get(connection: Connection, app: str, approval_id: str) -> ApprovalRecord | None:
+    row = connection.execute(_BY_ID, {"p_app": app, "p_id": approval_id}).mappings().first()
     return None if row is None else _record(row)
 
 
 def _decide(
     connection: Connection,
     insert_grant: Any,
+    app: str,
     approval_id: str,
     decision: Decision,
     actor: str,
@@ -462,6 +486,7 @@ def _decide(
 ) -> Outcome:
     state, session, action = _DECIDED[decision]
     params = {
+        "p_app": app,
         "p_id": approval_id,
         "p_state": state,
         "p_session": session,
@@ -470,7 +495,7 @@ def _decide(
     }
     row = connection.execute(_DECIDE, params).mappings().first()
     if row is None:
-        return Outcome(False, _get(connection, approval_id))
+        return Outcome(False, _get(connection, app, approval_id))
     record = _record(row)
     grantees = sorted({requester for requester in record.requesters if requester})
     if session and grantees:
@@ -492,12 +517,12 @@ def _decide(
 
 
 def _close_one(
-    connection: Connection, approval_id: str, state: str, note: str | None, now: float
+    connection: Connection, app: str, approval_id: str, state: str, note: str | None, now: float
 ) -> Outcome:
-    params = {"p_id": approval_id, "p_state": state, "p_note": note, "now": now}
+    params = {"p_app": app, "p_id": approval_id, "p_state": state, "p_note": note, "now": now}
     row = connection.execute(_CLOSE_ONE, params).mappings().first()
     if row is None:
-        return Outcome(False, _get(connection, approval_id))
+        return Outcome(False, _get(connection, app, approval_id))
     record = _record(row)
     _audit(connection, record, f"approval.{state}", None, now)
     return Outcome(True, record)
@@ -515,11 +540,17 @@ def _close_all(
 
 
 def _close_orphans(
-    connection: Connection, now: float, grace_seconds: float
+    connection: Connection, app: str, now: float, grace_seconds: float
 ) -> list[ApprovalRecord]:
-    params = {"p_state": CANCELLED, "p_note": RUN_GONE, "now": now}
+    params = {"p_app": app, "p_state": CANCELLED, "p_note": RUN_GONE, "now": now}
     closed = _closed(connection, connection.execute(_CLOSE_ORPHANED, params), now)
-    params = {"p_state": EXPIRED, "p_note": None, "now": now, "cutoff": now - grace_seconds}
+    params = {
+        "p_app": app,
+        "p_state": EXPIRED,
+        "p_note": None,
+        "now": now,
+        "cutoff": now - grace_seconds,
+    }
     closed += _closed(connection, connection.execute(_CLOSE_OVERDUE, params), now)
     return closed
 
@@ -570,6 +601,13 @@ def _audit(
         detail["via"] = via
     write_audit(
         connection,
-        AuditEntry(action, actor=actor, target=record.id, chat_id=record.chat_id, detail=detail),
+        AuditEntry(
+            action,
+            actor=actor,
+            target=record.id,
+            chat_id=record.chat_id,
+            detail=detail,
+            app=record.app,
+        ),
         now,
     )

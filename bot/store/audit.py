@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Integer, String, bindparam, func, select
@@ -44,6 +44,8 @@ class AuditEntry:
     target: str | None = None
     chat_id: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # The Feishu app it happened in ("": the default app); its actor is an open_id there.
+    app: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class AuditRecord:
     target: str | None
     chat_id: str | None
     detail: dict[str, Any]
+    app: str = ""
 
 
 def write_audit(connection: Connection, entry: AuditEntry, at: float) -> None:
@@ -69,6 +72,7 @@ def write_audit(connection: Connection, entry: AuditEntry, at: float) -> None:
             "action": entry.action,
             "target": entry.target,
             "chat_id": entry.chat_id,
+            "app": entry.app,
             "detail": json.dumps(dict(entry.detail), ensure_ascii=False, separators=(",", ":")),
         },
     )
@@ -77,12 +81,16 @@ def write_audit(connection: Connection, entry: AuditEntry, at: float) -> None:
 class AuditLog:
     """Records standalone audit entries and lists the latest ones."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # what entries recorded here are stamped with
 
     async def record(self, entry: AuditEntry) -> None:
-        await self._db.transact(write_audit, entry, self._clock())
+        stamped = entry if entry.app else replace(entry, app=self._app)
+        await self._db.transact(write_audit, stamped, self._clock())
 
     async def recent(self, *, limit: int = 50, action: str | None = None) -> list[AuditRecord]:
         """The latest entries, newest first; `action` keeps those whose action starts with it
@@ -107,6 +115,7 @@ def _record(row: Mapping[Any, Any]) -> AuditRecord:
         action=row["action"],
         actor=row["actor"],
         target=row["target"],
+        app=row["app"],
         chat_id=row["chat_id"],
         detail=json.loads(row["detail"]),
     )

@@ -111,9 +111,12 @@ class FinishedTurn:
 class TurnJournal:
     """Records finished turns: history, run and claims in one transaction."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # the Feishu app whose runs these are
         self._insert_conversation = conversation_insert(db)
 
     async def finish_turn(self, turn: FinishedTurn) -> str:
@@ -127,7 +130,7 @@ class TurnJournal:
             if entry.role not in ROLES:
                 raise ValueError(f"role must be one of {ROLES}, not {entry.role!r}")
         conversation_id, completed = await self._db.transact(
-            _finish_turn, self._insert_conversation, turn, self._clock(), brief=True
+            _finish_turn, self._insert_conversation, turn, self._clock(), self._app, brief=True
         )
         if completed < len(turn.completed_message_ids):
             logger.warning(
@@ -141,7 +144,11 @@ class TurnJournal:
 
 
 def _finish_turn(
-    connection: Connection, insert_conversation: Prepared, turn: FinishedTurn, now: float
+    connection: Connection,
+    insert_conversation: Prepared,
+    turn: FinishedTurn,
+    now: float,
+    app: str,
 ) -> tuple[str, int]:
     """The transaction of `finish_turn`: the conversation id, and how many claims completed."""
     conversation_id = turn.conversation_id
@@ -166,7 +173,7 @@ def _finish_turn(
                 for entry in turn.entries
             ],
         )
-    _INSERT_RUN.rowcount(connection, _run_row(turn, conversation_id, now))
+    _INSERT_RUN.rowcount(connection, _run_row(turn, conversation_id, now, app))
     if turn.checkpointed:
         delete_checkpoint(connection, turn.run_id)
     if not turn.completed_message_ids:
@@ -184,8 +191,9 @@ def _finish_turn(
     return conversation_id, completed.rowcount
 
 
-def _run_row(turn: FinishedTurn, conversation_id: str, now: float) -> dict[str, Any]:
+def _run_row(turn: FinishedTurn, conversation_id: str, now: float, app: str = "") -> dict[str, Any]:
     return {
+        "app": app,
         "id": turn.run_id,
         "conversation_id": conversation_id,
         "message_id": turn.message_id,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Integer, bindparam, delete, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, delete, or_, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
@@ -148,15 +148,17 @@ class _Statements:
         # Not RETURNING the row: a new row holds just what was given (the payload's ~1 KB
         # would come back for nothing, on the ACK path).
         self.insert_claim = Prepared(
-            db.insert(_claims).on_conflict_do_nothing(index_elements=["message_id"])
+            db.insert(_claims).on_conflict_do_nothing(index_elements=["app", "message_id"])
         )
         self.insert_dropped = Prepared(
             db.insert(_claims)
-            .on_conflict_do_nothing(index_elements=["message_id"])
+            .on_conflict_do_nothing(index_elements=["app", "message_id"])
             .returning(_c.message_id)
         )
-        one = _c.message_id == bindparam("p_message_id")
-        some = _c.message_id.in_(bindparam("p_message_ids", expanding=True))
+        # Every statement is about one app's claims (a message may reach two apps).
+        mine = _c.app == bindparam("p_app")
+        one = and_(mine, _c.message_id == bindparam("p_message_id"))
+        some = and_(mine, _c.message_id.in_(bindparam("p_message_ids", expanding=True)))
         self.row = Prepared(select(_claims).where(one))
         owned = (one, _c.owner == bindparam("p_owner"), ACTIVE)
         self.renew = Prepared(
@@ -221,7 +223,7 @@ class _Statements:
         # such a subquery and skip the rows it has just updated, going past the limit.
         self.takeable_ids = (
             select(_c.message_id)
-            .where(*_TAKEABLE)
+            .where(mine, *_TAKEABLE)
             .order_by(_c.lease_until)
             .limit(bindparam("limit", type_=Integer))
             .with_for_update(skip_locked=True)  # PostgreSQL: racers split the work
@@ -230,21 +232,25 @@ class _Statements:
             state=FAILED, reason=bindparam("p_reason"), updated_at=bindparam("now")
         )
         self.fail_one = Prepared(fail.where(one, *_EXHAUSTED).returning(*_claims.c))
-        self.fail_all = fail.where(*_EXHAUSTED)
+        self.fail_all = fail.where(mine, *_EXHAUSTED)
         # PostgreSQL: lock first, skipping rows a concurrent sweeper holds (no waits, no
         # deadlocks). SQLite has one writer at a time: nothing to skip.
         self.exhausted_ids = (
-            select(_c.message_id).where(*_EXHAUSTED).with_for_update(skip_locked=True)
+            select(_c.message_id).where(mine, *_EXHAUSTED).with_for_update(skip_locked=True)
         )
         self.fail_some = fail.where(some, *_EXHAUSTED)
 
 
 class MessageLedger:
-    """Claims, leases and outcomes of inbound messages, keyed by Feishu's message_id."""
+    """Claims, leases and outcomes of inbound messages, keyed by Feishu's message_id
+    within ``app`` (the [apps.NAME] whose events these are; "" the default app)."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app
         self._sql = _Statements(db)
 
     async def claim(
@@ -273,6 +279,7 @@ class MessageLedger:
             _claim_message,
             self._sql,
             {
+                "app": self._app,
                 "message_id": message_id,
                 "state": CLAIMED,
                 "owner": owner,
@@ -316,6 +323,7 @@ class MessageLedger:
                 "p_owner": owner,
                 "p_lease_until": now + lease_seconds,
                 "limit": limit,
+                "p_app": self._app,
             },
         )
 
@@ -338,6 +346,7 @@ class MessageLedger:
             _renew_many,
             self._sql.renew_many,
             {
+                "p_app": self._app,
                 "p_message_ids": ids,
                 "p_owner": owner,
                 "p_lease_until": now + lease_seconds,
@@ -398,6 +407,7 @@ class MessageLedger:
             _drop,
             self._sql,
             {
+                "app": self._app,
                 "message_id": message_id,
                 "state": DROPPED,
                 "owner": owner or "",
@@ -410,7 +420,13 @@ class MessageLedger:
             },
             None
             if owner is None
-            else {"p_message_id": message_id, "p_owner": owner, "p_reason": reason, "now": now},
+            else {
+                "p_app": self._app,
+                "p_message_id": message_id,
+                "p_owner": owner,
+                "p_reason": reason,
+                "now": now,
+            },
         )
 
     async def purge(self, *, older_than_seconds: float) -> int:
@@ -422,13 +438,13 @@ class MessageLedger:
         return await self._db.transact(_rowcount, self._sql.purge, {"cutoff": cutoff})
 
     async def get(self, message_id: str) -> LedgerEntry | None:
-        return await self._db.transact(_get, self._sql, message_id, write=False)
+        return await self._db.transact(_get, self._sql, self._app, message_id, write=False)
 
     async def _update_owned(
         self, statement: Any, message_id: str, owner: str, **values: Any
     ) -> bool:
         """One conditional update of a message that `owner` holds (claimed or replied)."""
-        params = {"p_message_id": message_id, "p_owner": owner, **values}
+        params = {"p_app": self._app, "p_message_id": message_id, "p_owner": owner, **values}
         count = await self._db.transact(_rowcount, statement, params, atomic=False, brief=True)
         return count == 1
 
@@ -460,15 +476,15 @@ def _claim_once(
     """One claim attempt; None when a purge removed the row between its statements."""
     if sql.insert_claim.rowcount(connection, new_row):
         return _claim("claimed", new_row, payload)  # the new row is what was inserted
-    message_id, now = new_row["message_id"], new_row["created_at"]
-    row = _row(connection, sql, message_id)
+    app, message_id, now = new_row["app"], new_row["message_id"], new_row["created_at"]
+    row = _row(connection, sql, app, message_id)
     if row is None:
         return None
     if row["state"] in FINAL_STATES:
         return _claim("duplicate_done", row)
     if row["lease_until"] > now:
         return _claim("duplicate_in_progress", row)
-    match = {"p_message_id": message_id, "now": now, "max_attempts": max_attempts}
+    match = {"p_app": app, "p_message_id": message_id, "now": now, "max_attempts": max_attempts}
     if row["attempts"] >= max_attempts:
         taken = sql.fail_one.first(connection, {**match, "p_reason": _gave_up(max_attempts)})
     else:
@@ -479,7 +495,7 @@ def _claim_once(
     if taken is not None and row["attempts"] < max_attempts:
         return _claim("taken_over", taken)
     # Failed now (by us), or changed by a racer between the select and the update.
-    row = taken if taken is not None else _row(connection, sql, message_id)
+    row = taken if taken is not None else _row(connection, sql, app, message_id)
     if row is None:
         return None
     return _claim(
@@ -490,7 +506,7 @@ def _claim_once(
 def _take_over_expired(
     connection: Connection, sql: _Statements, params: dict[str, Any]
 ) -> list[Claim]:
-    _fail_exhausted(connection, sql, params["now"], params["max_attempts"])
+    _fail_exhausted(connection, sql, params["p_app"], params["now"], params["max_attempts"])
     ids = list(connection.execute(sql.takeable_ids, params).scalars())
     if not ids:
         return []
@@ -503,10 +519,15 @@ def _take_over_expired(
 
 
 def _fail_exhausted(
-    connection: Connection, sql: _Statements, now: float, max_attempts: int
+    connection: Connection, sql: _Statements, app: str, now: float, max_attempts: int
 ) -> None:
     """Mark `failed` the expired messages that used up their attempts."""
-    params = {"now": now, "max_attempts": max_attempts, "p_reason": _gave_up(max_attempts)}
+    params = {
+        "p_app": app,
+        "now": now,
+        "max_attempts": max_attempts,
+        "p_reason": _gave_up(max_attempts),
+    }
     if not sql.postgres:
         connection.execute(sql.fail_all, params)
         return
@@ -548,10 +569,12 @@ def _rowcount(connection: Connection, statement: Any, params: dict[str, Any]) ->
     return connection.execute(statement, params).rowcount
 
 
-def _get(connection: Connection, sql: _Statements, message_id: str) -> LedgerEntry | None:
-    row = _row(connection, sql, message_id)
+def _get(connection: Connection, sql: _Statements, app: str, message_id: str) -> LedgerEntry | None:
+    row = _row(connection, sql, app, message_id)
     return None if row is None else _entry(row)
 
 
-def _row(connection: Connection, sql: _Statements, message_id: str) -> Mapping[Any, Any] | None:
-    return sql.row.first(connection, {"p_message_id": message_id})
+def _row(
+    connection: Connection, sql: _Statements, app: str, message_id: str
+) -> Mapping[Any, Any] | None:
+    return sql.row.first(connection, {"p_app": app, "p_message_id": message_id})

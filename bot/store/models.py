@@ -56,6 +56,10 @@ def table_of(model: type[SQLModel]) -> Table:
     return table
 
 
+# The app a row belongs to (migration 0016): "" is the default app.
+_APP = {"server_default": "", "nullable": False}
+
+
 class MessageClaimRow(SQLModel, table=True):
     """One inbound message: who handles it, until when, and how far it got."""
 
@@ -65,6 +69,8 @@ class MessageClaimRow(SQLModel, table=True):
         Index("ix_message_claims_updated_at", "updated_at"),
     )
 
+    # "" for the default app, else the [apps.NAME]'s name: one message can reach two apps.
+    app: str = Field(default="", sa_type=String, primary_key=True, sa_column_kwargs=_APP)
     message_id: str = Field(sa_type=String, primary_key=True)
     state: str = Field(sa_type=String)
     owner: str = Field(sa_type=String)
@@ -133,6 +139,7 @@ class RunRow(SQLModel, table=True):
     )
 
     id: str = Field(sa_type=String, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
     conversation_id: str = Field(sa_type=String)
     message_id: str = Field(sa_type=String)
     owner: str | None = Field(default=None, sa_type=String)
@@ -181,6 +188,7 @@ class ApprovalRow(SQLModel, table=True):
     )
 
     id: str = Field(sa_type=String, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
     run_id: str = Field(sa_type=String)
     scope_key: str = Field(sa_type=String)
     generation: int = Field(sa_type=Integer)
@@ -274,6 +282,7 @@ class AuditLogRow(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, sa_type=Integer, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
     at: float = Field(sa_type=Double)
     actor: str | None = Field(default=None, sa_type=String)
     action: str = Field(sa_type=String)
@@ -351,6 +360,7 @@ class ScheduledTaskRow(SQLModel, table=True):
     )
 
     id: str = Field(sa_type=String, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
     name: str = Field(sa_type=String)
     prompt: str = Field(sa_type=Text)
     creator: str = Field(sa_type=String)  # open_id
@@ -483,6 +493,7 @@ class QuestionRow(SQLModel, table=True):
     )
 
     id: str = Field(sa_type=String, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
     run_id: str = Field(sa_type=String)
     call_id: str = Field(sa_type=String)  # the tool call that asked
     scope_key: str = Field(sa_type=String)  # the conversation's (for /stop and /reset)

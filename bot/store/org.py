@@ -88,9 +88,12 @@ class _Statements:
 class OrgSettingsStore:
     """Reads and switches the organisation's read-only mode."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # the Feishu app its switches are made in (for the audit)
         self._sql = _Statements(db)
         self._last: tuple[float, ReadOnlyMode] | None = None  # (read at, monotonic; mode)
 
@@ -135,7 +138,15 @@ class OrgSettingsStore:
         otherwise nothing changes and the outcome is `stale`.
         """
         switch = await self._db.transact(
-            _set_read_only, self._sql, on, actor, chat_id, self._clock(), via, expected_version
+            _set_read_only,
+            self._sql,
+            on,
+            actor,
+            chat_id,
+            self._clock(),
+            via,
+            expected_version,
+            self._app,
         )
         self._remember(switch.mode)
         return switch
@@ -158,6 +169,7 @@ def _set_read_only(
     now: float,
     via: str | None,
     expected_version: int | None,
+    app: str,
 ) -> Switch:
     connection.execute(sql.ensure, {"p_key": READ_ONLY, "p_updated_at": now})
     values: dict[str, Any] = {
@@ -176,9 +188,8 @@ def _set_read_only(
         detail: dict[str, Any] = {"version": mode.version}
         if via is not None:
             detail["via"] = via
-        write_audit(
-            connection, AuditEntry(action, actor=actor, chat_id=chat_id, detail=detail), now
-        )
+        entry = AuditEntry(action, actor=actor, chat_id=chat_id, detail=detail, app=app)
+        write_audit(connection, entry, now)
     stale = not changed and expected_version is not None and mode.version != expected_version
     return Switch(changed, stale, mode)
 

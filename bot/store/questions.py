@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from bot.store.db import Database
@@ -124,6 +124,7 @@ class QuestionRecord:
     created_at: float
     expires_at: float
     decided_at: float | None
+    app: str = ""  # the Feishu app that posted its card ("": the default one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +152,8 @@ def _record(row: Mapping[Any, Any]) -> QuestionRecord:
     return QuestionRecord(**values)
 
 
-_ONE = _c.id == bindparam("p_id")
+# One question of this store's app: another app's is unknown here.
+_ONE = and_(_c.id == bindparam("p_id"), _c.app == bindparam("p_app"))
 _IS_PENDING = _c.state == PENDING
 _RETURN = tuple(_t.c)
 _INSERT = _t.insert().returning(*_RETURN)
@@ -179,8 +181,9 @@ _CLOSE = update(_t).values(
     state=bindparam("p_state"), note=bindparam("p_note"), decided_at=bindparam("now")
 )
 _CLOSE_ONE = _CLOSE.where(_ONE, _IS_PENDING).returning(*_RETURN)
+# A sweeper expires its own app's questions: another app's cards are not its to edit.
 _EXPIRE_OVERDUE = (
-    _CLOSE.where(_IS_PENDING, _c.expires_at <= bindparam("now"))
+    _CLOSE.where(_c.app == bindparam("p_app"), _IS_PENDING, _c.expires_at <= bindparam("now"))
     .values(state=EXPIRED, note=None)
     .returning(*_RETURN)
 )
@@ -205,9 +208,12 @@ _PENDING_OF_RUN = (
 class QuestionStore:
     """Creates questions, records their one transition, and finds them again."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # the Feishu app whose cards these questions are
 
     async def create(self, new: NewQuestion) -> QuestionRecord:
         """Record a pending question that expires ``ttl_seconds`` from now.
@@ -227,6 +233,7 @@ class QuestionStore:
         }
         values.update(
             id=uuid.uuid4().hex,
+            app=self._app,
             options=json.dumps(list(new.options), ensure_ascii=False),
             state=PENDING,
             created_at=now,
@@ -237,7 +244,9 @@ class QuestionStore:
     async def attach_card(self, question_id: str, card_message_id: str) -> None:
         """Remember the message of the question's card (to rewrite it when it ends)."""
         await self._db.transact(
-            _execute, _SET_CARD, {"p_id": question_id, "p_card": card_message_id}
+            _execute,
+            _SET_CARD,
+            {"p_app": self._app, "p_id": question_id, "p_card": card_message_id},
         )
 
     async def answer(
@@ -248,21 +257,25 @@ class QuestionStore:
         with options only when ``text`` is one of them. Otherwise nothing is written and the
         outcome says why (``refusal``), with the question as it is."""
         moment = self._clock() if now is None else now
-        return await self._db.transact(_answer, question_id, by, text, moment)
+        return await self._db.transact(_answer, self._app, question_id, by, text, moment)
 
     async def expire(self, question_id: str) -> QuestionOutcome:
         """End a pending question whose time ran out (the waiting process's timer)."""
-        return await self._db.transact(_close_one, question_id, EXPIRED, None, self._clock())
+        return await self._db.transact(
+            _close_one, self._app, question_id, EXPIRED, None, self._clock()
+        )
 
     async def cancel(self, question_id: str, note: str) -> QuestionOutcome:
         """End a pending question nobody waits for any more, e.g. its run was stopped."""
-        return await self._db.transact(_close_one, question_id, CANCELLED, note, self._clock())
+        return await self._db.transact(
+            _close_one, self._app, question_id, CANCELLED, note, self._clock()
+        )
 
     async def close_expired(self, now: float | None = None) -> list[QuestionRecord]:
         """Expire every pending question whose time ran out (its process may be gone);
         returns those this call expired, oldest first (their cards need rewriting)."""
         moment = self._clock() if now is None else now
-        return await self._db.transact(_expire_overdue, moment)
+        return await self._db.transact(_expire_overdue, self._app, moment)
 
     async def states(self, question_ids: Collection[str]) -> dict[str, QuestionState]:
         """The state of each question that exists, in one query (a watcher's way to notice
@@ -273,7 +286,7 @@ class QuestionStore:
         return await self._db.transact(_states, ids, write=False)
 
     async def get(self, question_id: str) -> QuestionRecord | None:
-        return await self._db.transact(_get, question_id, write=False)
+        return await self._db.transact(_get, self._app, question_id, write=False)
 
     async def find(self, run_id: str, call_id: str) -> QuestionRecord | None:
         """The newest question the tool call ``call_id`` of ``run_id`` asked, if any."""
@@ -300,22 +313,22 @@ def _execute(connection: Connection, statement: Any, params: dict[str, Any]) -> 
     connection.execute(statement, params)
 
 
-def _get(connection: Connection, question_id: str) -> QuestionRecord | None:
-    row = connection.execute(_BY_ID, {"p_id": question_id}).mappings().first()
+def _get(connection: Connection, app: str, question_id: str) -> QuestionRecord | None:
+    row = connection.execute(_BY_ID, {"p_app": app, "p_id": question_id}).mappings().first()
     return None if row is None else _record(row)
 
 
 def _answer(
-    connection: Connection, question_id: str, by: str, text: str, now: float
+    connection: Connection, app: str, question_id: str, by: str, text: str, now: float
 ) -> QuestionOutcome:
-    record = _get(connection, question_id)
+    record = _get(connection, app, question_id)
     refusal = refusal_of(record, by, text, now)
     if refusal is not None:
         return QuestionOutcome(False, record, refusal)
-    params = {"p_id": question_id, "p_by": by, "p_text": text, "now": now}
+    params = {"p_app": app, "p_id": question_id, "p_by": by, "p_text": text, "now": now}
     row = connection.execute(_ANSWER, params).mappings().first()
     if row is None:  # a racer on another connection moved it first
-        record = _get(connection, question_id)
+        record = _get(connection, app, question_id)
         return QuestionOutcome(False, record, refusal_of(record, by, text, now) or "unknown")
     return QuestionOutcome(True, _record(row))
 
@@ -342,17 +355,17 @@ def refusal_of(record: QuestionRecord | None, by: str, text: str, now: float) ->
 
 
 def _close_one(
-    connection: Connection, question_id: str, state: str, note: str | None, now: float
+    connection: Connection, app: str, question_id: str, state: str, note: str | None, now: float
 ) -> QuestionOutcome:
-    params = {"p_id": question_id, "p_state": state, "p_note": note, "now": now}
+    params = {"p_app": app, "p_id": question_id, "p_state": state, "p_note": note, "now": now}
     row = connection.execute(_CLOSE_ONE, params).mappings().first()
     if row is None:
-        return QuestionOutcome(False, _get(connection, question_id))
+        return QuestionOutcome(False, _get(connection, app, question_id))
     return QuestionOutcome(True, _record(row))
 
 
-def _expire_overdue(connection: Connection, now: float) -> list[QuestionRecord]:
-    rows = connection.execute(_EXPIRE_OVERDUE, {"now": now}).mappings()
+def _expire_overdue(connection: Connection, app: str, now: float) -> list[QuestionRecord]:
+    rows = connection.execute(_EXPIRE_OVERDUE, {"p_app": app, "now": now}).mappings()
     return sorted(map(_record, rows), key=lambda r: (r.created_at, r.id))
 
 

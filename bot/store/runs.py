@@ -40,6 +40,7 @@ class RunRecord:
     started_at: float
     finished_at: float | None
     profile: str | None = None  # the chat's agent profile (None: the default agent)
+    app: str = ""  # the Feishu app ("": the default one)
 
 
 def _record(row: Mapping[Any, Any]) -> RunRecord:
@@ -99,9 +100,12 @@ _MARK_INTERRUPTED = (
 class RunStore:
     """Start, finish and list runs."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._app = app  # the Feishu app whose runs these are
 
     async def start(
         self,
@@ -118,6 +122,7 @@ class RunStore:
             _start,
             {
                 "id": run_id,
+                "app": self._app,
                 "conversation_id": conversation_id,
                 "message_id": message_id,
                 "owner": owner,

@@ -70,6 +70,7 @@ class ScheduledTask:
     created_at: float
     created_in_run: str  # the run that created it; "" for the console
     updated_at: float = 0.0  # the last change of state or outcome
+    app: str = ""  # the Feishu app whose chat it posts to ("": the default one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,14 +98,17 @@ def failed_outcome(detail: str, *, kind: str = "failed") -> str:
 TASK = _t.id == bindparam("p_id")
 NOW: BindParameter[Any] = bindparam("now")
 
+# Each app's scheduler fires the tasks made in its chats (it posts as that app's bot).
+_OF_APP = _t.app == bindparam("p_app")
+_FIRING_OF_APP = _f.task_id.in_(select(_t.id).where(_OF_APP))
 _DUE = (
     select(tasks)
-    .where(_t.state == ACTIVE, _t.next_run_at <= NOW)
+    .where(_OF_APP, _t.state == ACTIVE, _t.next_run_at <= NOW)
     .order_by(_t.next_run_at, _t.id)
     .limit(bindparam("limit", type_=Integer))
 )
 _EXPIRED = (_f.state == RUNNING, _f.lease_until <= NOW)
-_ANY_EXPIRED = select(_f.id).where(*_EXPIRED).limit(1)
+_ANY_EXPIRED = select(_f.id).where(_FIRING_OF_APP, *_EXPIRED).limit(1)
 # A claim moves the due time on only if nobody did since it was read: one claimer wins.
 _UNMOVED = (TASK, _t.state == ACTIVE, _t.next_run_at == bindparam("p_due"))
 _MOVE = {"next_run_at": bindparam("p_next"), "state": bindparam("p_state"), "updated_at": NOW}
@@ -160,7 +164,7 @@ _FINISH = (
 _EXPIRED_FIRINGS = (
     select(_f.id, _f.task_id, _f.attempt, _t.state.label("task_state"))
     .select_from(_firings.join(tasks, _f.task_id == _t.id))
-    .where(*_EXPIRED)
+    .where(_OF_APP, *_EXPIRED)
     .order_by(_f.lease_until, _f.id)
     .limit(bindparam("limit", type_=Integer))
     .with_for_update(skip_locked=True, of=_firings)
@@ -182,7 +186,7 @@ _GIVE_UP = (
     .where(_f.id == bindparam("p_id"), *_EXPIRED)
     .values(state=FIRING_FAILED, detail=bindparam("p_detail"), updated_at=NOW)
 )
-NEXT_LEASE_END = select(func.min(_f.lease_until)).where(_f.state == RUNNING)
+NEXT_LEASE_END = select(func.min(_f.lease_until)).where(_FIRING_OF_APP, _f.state == RUNNING)
 _TASKS_BY_ID = select(tasks).where(_t.id.in_(bindparam("p_ids", expanding=True)))
 
 

@@ -30,6 +30,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import BigInteger, and_, bindparam, func, or_, select, update
@@ -105,7 +106,9 @@ _COUNT_OPEN = (
 )
 _BY_ID = select(tasks).where(TASK)
 _LISTED = or_(_OPEN, and_(_t.state == DONE, _t.updated_at >= bindparam("since")))
-_LIST_ALL = select(tasks).where(_LISTED).order_by(_t.created_at, _t.id)
+_LIST_ALL = (
+    select(tasks).where(_t.app == bindparam("p_app"), _LISTED).order_by(_t.created_at, _t.id)
+)
 _LIST_MINE = _LIST_ALL.where(_t.creator == bindparam("p_creator"))
 _CANCEL = (
     update(tasks)
@@ -120,7 +123,7 @@ _RESUME = (
     .values(state=ACTIVE, next_run_at=bindparam("p_next"), failures=0, updated_at=NOW)
     .returning(*tasks.c)
 )
-_NEXT_DUE = select(func.min(_t.next_run_at)).where(_t.state == ACTIVE)
+_NEXT_DUE = select(func.min(_t.next_run_at)).where(_t.app == bindparam("p_app"), _t.state == ACTIVE)
 # One creator's creations queue behind each other (PostgreSQL), so two at once cannot both
 # pass the cap. SQLite's writers queue anyway.
 _LOCK_CREATOR = select(func.pg_advisory_xact_lock(bindparam("p_key", type_=BigInteger)))
@@ -129,9 +132,13 @@ _LOCK_CREATOR = select(func.pg_advisory_xact_lock(bindparam("p_key", type_=BigIn
 class ScheduleStore:
     """Creates, lists and cancels tasks; claims their due times; records how runs went."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, app: str = ""
+    ) -> None:
         self._db = db
         self._clock = clock
+        # The Feishu app whose chats the tasks post to: each app lists and fires its own.
+        self._app = app
         self._postgres = db.dialect != "sqlite"
         self._insert_firing = firing_insert(db)
 
@@ -159,6 +166,7 @@ class ScheduleStore:
         now = self._clock()
         row = {
             "id": uuid.uuid4().hex,
+            "app": self._app,
             "name": name,
             "prompt": prompt,
             "creator": creator,
@@ -184,7 +192,7 @@ class ScheduleStore:
     async def list(self, *, creator: str | None) -> builtins.list[ScheduledTask]:
         """The active and paused tasks, and those done in the last day, oldest first: of
         `creator`, or everyone's when None."""
-        params: dict[str, Any] = {"since": self._clock() - DONE_LISTED_SECONDS}
+        params: dict[str, Any] = {"p_app": self._app, "since": self._clock() - DONE_LISTED_SECONDS}
         if creator is None:
             return await self._db.transact(select_tasks, _LIST_ALL, params, write=False)
         params["p_creator"] = creator
@@ -208,12 +216,12 @@ class ScheduleStore:
 
     async def next_due_at(self) -> float | None:
         """The earliest due time of the active tasks (the claimer sleeps until then)."""
-        return await self._db.transact(_scalar, _NEXT_DUE, {}, write=False)
+        return await self._db.transact(_scalar, _NEXT_DUE, {"p_app": self._app}, write=False)
 
     async def next_lease_end(self) -> float | None:
         """When the earliest lease of a running firing ends: a claimer that sleeps no longer
         than until then takes over a dead process's runs on time."""
-        return await self._db.transact(_scalar, NEXT_LEASE_END, {}, write=False)
+        return await self._db.transact(_scalar, NEXT_LEASE_END, {"p_app": self._app}, write=False)
 
     async def claim_due(
         self,
@@ -240,12 +248,14 @@ class ScheduleStore:
         `last_outcome`), e.g. to tell their creators.
         """
         now = self._clock()
-        due, expired = await self._db.transact(due_tasks, {"now": now, "limit": limit}, write=False)
+        due, expired = await self._db.transact(
+            due_tasks, {"p_app": self._app, "now": now, "limit": limit}, write=False
+        )
         plans = sorted(
             (plan(task, now, grace_seconds, next_run) for task in due),
             key=lambda step: step.task.id,  # one lock order for every claimer (PostgreSQL)
         )
-        claims = {"p_owner": owner, "p_until": now + lease_seconds, "now": now}
+        claims = {"p_app": self._app, "p_owner": owner, "p_until": now + lease_seconds, "now": now}
         firings: builtins.list[Firing] = []
         ended: builtins.list[ScheduledTask] = []
         if plans:
@@ -333,7 +343,7 @@ def _cancel(
 ) -> ScheduledTask | None:
     task = _returning_task(connection, _CANCEL, params)
     if task is not None and audit is not None:
-        write_audit(connection, audit, params["now"])
+        write_audit(connection, replace(audit, app=audit.app or task.app), params["now"])
     return task
 
 

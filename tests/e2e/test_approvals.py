@@ -36,8 +36,11 @@ def header(card: dict[str, Any]) -> str:
     return str(card.get("header", {}).get("title", {}).get("content", ""))
 
 
-async def first_card(bot: Bot, message_id: str, within: float = 10.0) -> FakeMessage:
-    """The first approval card under ``message_id``, once a click on it can be checked.
+async def first_card(
+    bot: Bot, message_id: str, within: float = 10.0, *, app: str = ""
+) -> FakeMessage:
+    """The first approval card under ``message_id``, once a click on it can be checked
+    (``app``: the [apps.NAME] that posted it, "" the default app).
 
     Feishu shows a card before the bot has its message id back and stored; a click in
     those milliseconds is refused as "not from its card" (no human clicks that fast, a
@@ -45,7 +48,7 @@ async def first_card(bot: Bot, message_id: str, within: float = 10.0) -> FakeMes
     await bot.wait_for(lambda: bool(approval_cards(bot, message_id)), within)
     card = approval_cards(bot, message_id)[0]
     ids = {v["approval_id"] for v in callback_values(card.content) if "approval_id" in v}
-    store = ApprovalStore(bot.services.database)
+    store = ApprovalStore(bot.services.database, app=app)
 
     async def linked() -> bool:
         for approval_id in ids:

@@ -67,6 +67,7 @@ async def test_feishus_documented_form_submission_reaches_the_handler_typed(bot,
     Feishu posts it: the handler gets the button's value and the form's text."""
     envelope = json.loads((FIXTURES / "question_form_submit.event.json").read_text())
     envelope["header"]["token"] = VERIFICATION_TOKEN
+    envelope["header"]["app_id"] = bot.feishu.app_id  # the app this bot is
     envelope["header"]["create_time"] = str(int(time.time() * 1_000_000))
     body, headers = signed_request(envelope, encrypt_key=ENCRYPT_KEY)
     status, answer = await bot.post("/feishu/card", body, headers)

@@ -64,7 +64,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0015"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0016"
 
 
 async def test_approvals_from_before_0011_were_asked_by_their_requester_alone(database_url):

@@ -50,6 +50,7 @@ def connection(sqlite_file: Path) -> Iterator[Connection]:
 
 def claim_row(message_id: str = "om_1", **values: Any) -> dict[str, Any]:
     return {
+        "app": "",
         "message_id": message_id,
         "state": "claimed",
         "owner": "host:1",
@@ -66,12 +67,15 @@ def claim_row(message_id: str = "om_1", **values: Any) -> dict[str, Any]:
 def _hot_autocommit_statements(db: Database) -> list[tuple[Prepared, dict[str, Any]]]:
     """The hot path's statements that run in `transact(atomic=False)`."""
     ledger = _Statements(db)
-    owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
+    owned = {"p_app": "", "p_message_id": "m", "p_owner": "o", "now": 1.0}
     return [
         (ledger.insert_claim, claim_row()),
-        (ledger.row, {"p_message_id": "m"}),
+        (ledger.row, {"p_app": "", "p_message_id": "m"}),
         (ledger.take_one, {**owned, "max_attempts": 3, "p_lease_until": 2.0}),
-        (ledger.fail_one, {"p_message_id": "m", "now": 1.0, "max_attempts": 3, "p_reason": "x"}),
+        (
+            ledger.fail_one,
+            {"p_app": "", "p_message_id": "m", "now": 1.0, "max_attempts": 3, "p_reason": "x"},
+        ),
         (ledger.renew, {**owned, "p_lease_until": 2.0}),
         (ledger.mark_replied, {**owned, "p_reply": "r"}),
         (conversations_module._LOAD, {"scope_key": "k", "limit": 20}),
@@ -85,7 +89,7 @@ def _hot_autocommit_statements(db: Database) -> list[tuple[Prepared, dict[str, A
 def test_the_statements_of_a_message_run_straight_on_sqlite(connection: Connection):
     db = Database("sqlite+aiosqlite:///:memory:")
     ledger = _Statements(db)
-    owned = {"p_message_id": "m", "p_owner": "o", "now": 1.0}
+    owned = {"p_app": "", "p_message_id": "m", "p_owner": "o", "now": 1.0}
     hot = [
         *_hot_autocommit_statements(db),
         (ledger.complete, owned),
@@ -265,7 +269,8 @@ async def test_on_postgresql_direct_errors_are_raised_as_sqlalchemys(db: Databas
     with pytest.raises(IntegrityError):
         await db.transact(insert.rowcount, claim_row("twice"), atomic=False)
     renew = _Statements(db).renew
-    params = {"p_message_id": "twice", "p_owner": "host:1", "now": 1.0, "p_lease_until": 9.0}
+    params = {"p_app": "", "p_message_id": "twice", "p_owner": "host:1", "now": 1.0}
+    params["p_lease_until"] = 9.0
     assert await db.transact(renew.rowcount, params, atomic=False) == 1  # still usable
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -40,6 +42,21 @@ LARKGATE_SCOPES = (
     "bitable:app",
     "docx:document",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class BotApp:
+    """Another app's bot in the same tenant (``add_app``): its own tenant tokens, its own
+    bot identity; what it sends names it as the sender."""
+
+    app_id: str
+    app_secret: str
+    bot_open_id: str
+    bot_name: str
+
+
+# The app whose tenant token the request being answered carries ("" before one is checked).
+_calling_app: contextvars.ContextVar[str] = contextvars.ContextVar("calling_app", default="")
 
 
 class EmulatorCore:
@@ -89,7 +106,10 @@ class EmulatorCore:
         self.rate_limited: list[CardOp] = []
         self._card_ids = itertools.count(7355372766134157313)
         self._tokens: dict[str, float] = {}  # token -> expiry (time.monotonic)
-        self._current_token: str | None = None
+        self._token_apps: dict[str, str] = {}  # token -> the app it was issued to
+        self._current_tokens: dict[str, str] = {}  # app_id -> its newest token
+        # Other apps' bots in this tenant (``add_app``), by app_id.
+        self.apps: dict[str, BotApp] = {}
         self._faults: list[FaultRule] = []
         self._slow: list[FaultRule] = []
         self._holds: list[Hold] = []
@@ -107,6 +127,22 @@ class EmulatorCore:
         self.revision = 0  # goes up after every answered request (and touch())
         self._changed = asyncio.Condition()
         self._notifying: set[asyncio.Task[None]] = set()
+
+    def add_app(
+        self, app_id: str, app_secret: str, bot_open_id: str, bot_name: str = "bot"
+    ) -> BotApp:
+        """One more app's bot in this tenant: it gets tenant tokens of its own, its
+        ``bot/v3/info`` is its own, and the messages it sends name it as their sender."""
+        app = self.apps[app_id] = BotApp(app_id, app_secret, bot_open_id, bot_name)
+        return app
+
+    @property
+    def calling_app_id(self) -> str:
+        """The app whose tenant token the request being answered carries."""
+        return _calling_app.get() or self.app_id
+
+    def _calling_app_is(self, token: str) -> None:
+        _calling_app.set(self._token_apps.get(token, self.app_id))
 
     # -- answers --------------------------------------------------------------------
 

@@ -292,7 +292,7 @@ class MessagesApi(EmulatorCore):
             chat_id=chat_id,
             msg_type=msg_type,
             content=content,
-            sender_id=self.app_id,
+            sender_id=self.calling_app_id,
             sender_type="app",
             create_time_ms=now_ms(),
             **fields,

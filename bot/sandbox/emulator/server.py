@@ -126,6 +126,7 @@ class FakeFeishu(
         if self._tenant_token_valid(token):
             if rule is not None and rule.user_only:
                 raise FakeError(99991668)
+            self._calling_app_is(token)
             return APP
         if token in self.user_grants or token.startswith("u-"):
             grant = self._live_grant(token)
