@@ -35,6 +35,7 @@ from e2e.harness import (
 from e2e.test_approvals import first_card, value_for
 from fakes.feishu_push import card_action_event, message_event, signed_request
 from fakes.feishu_server import FakeFeishu, FakeMessage
+from fakes.feishu_ws import FakeLongConnection
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.cards import callback_values
 from support.model_calls import is_synthesis, user_text
@@ -319,3 +320,33 @@ async def test_each_app_answers_the_bots_it_accepts_and_counts_its_own_loop(bot:
     assert answered == [2, 3, 4]
     (notice,) = sent_by(bot, HR_APP_ID, "om_peer4")
     assert LOOP_CUTOFF.split("{")[0][:20] in text_of(notice, bot.feishu)
+
+
+async def test_an_app_on_the_long_connection_answers_its_own_events(
+    tmp_path: Path, llm_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+):
+    """HR in ws mode beside the default app on webhooks: HR opens its own connection with
+    its own credentials, and what comes over it is answered by HR's bot."""
+    gateway = FakeLongConnection("cli_test", "secret")
+    gateway.other_apps[HR_APP_ID] = HR_SECRET
+    monkeypatch.setenv("HR_APP_SECRET", HR_SECRET)
+    config = tmp_path / "larkgate.toml"
+    config.write_text(
+        f'[apps.hr]\napp_id = "{HR_APP_ID}"\napp_secret_env = "HR_APP_SECRET"\nevent_mode = "ws"\n',
+        encoding="utf-8",
+    )
+    fake = FakeFeishu(gateway.app_id, gateway.app_secret, bot_open_id=BOT_OPEN_ID)
+    fake.add_routes(gateway.routes(), public=True)
+    fake.add_app(HR_APP_ID, HR_SECRET, HR_BOT, "HR")
+    async with fake:
+        settings = settings_for(tmp_path, fake, llm_server, larkgate_config=config)
+        async with running_bot(settings, fake, llm_server) as running:
+            await gateway.wait_connections(1, app_id=HR_APP_ID)
+            assert [c.app_id for c in gateway.connections] == [HR_APP_ID]
+            envelope = hr_message("om_ws_hr", "hello over ws")
+            frame = await gateway.push_event(envelope, app_id=HR_APP_ID)
+            assert (await gateway.response_to(frame)).code == 200
+            assert "Answer to: hello over ws" in await answer_from(running, HR_APP_ID, "om_ws_hr")
+            async with running.session.get(running.url + "/healthz") as response:
+                health = json.loads(await response.text())
+            assert health["apps"]["hr"]["event_mode"] == "ws"

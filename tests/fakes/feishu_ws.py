@@ -79,6 +79,7 @@ class Connection:
     ws: web.WebSocketResponse
     request: web.Request
     device_id: str
+    app_id: str = ""  # the app whose credentials opened it
     answer_pings: bool = True
     pings: int = 0
     pongs: int = 0
@@ -107,6 +108,9 @@ class FakeLongConnection(AppServer):
     ) -> None:
         self.app_id = app_id
         self.app_secret = app_secret
+        # Other apps of the tenant that may connect too (app_id -> secret); each connection
+        # is the app's whose credentials opened it (``push_event(app_id=...)``).
+        self.other_apps: dict[str, str] = {}
         self.client_config: dict[str, Any] = dict(client_config or FEISHU_CLIENT_CONFIG)
         self.pong_config: dict[str, Any] | None = None  # what pongs carry; None: client_config
         self.endpoint_requests: list[dict[str, Any]] = []
@@ -155,9 +159,13 @@ class FakeLongConnection(AppServer):
 
     @property
     def current(self) -> Connection:
-        open_ = [c for c in self.connections if not c.closed]
+        return self.current_of(self.app_id)
+
+    def current_of(self, app_id: str) -> Connection:
+        """The newest open connection of ``app_id``."""
+        open_ = [c for c in self.connections if not c.closed and c.app_id == app_id]
         if not open_:
-            raise AssertionError("no open long connection")
+            raise AssertionError(f"no open long connection of {app_id}")
         return open_[-1]
 
     def open_connections(self) -> int:
@@ -175,10 +183,13 @@ class FakeLongConnection(AppServer):
         """Stop answering pings on the current connection; it stays open."""
         self.current.answer_pings = False
 
-    async def push_event(self, envelope: Mapping[str, Any], *, parts: int = 1) -> str:
-        """Send an envelope as Feishu does: a data frame of type "event"."""
+    async def push_event(
+        self, envelope: Mapping[str, Any], *, parts: int = 1, app_id: str | None = None
+    ) -> str:
+        """Send an envelope as Feishu does: a data frame of type "event", on the connection
+        of ``app_id`` (the main app's by default)."""
         payload = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode()
-        return await self.push_payload(payload, parts=parts)
+        return await self.push_payload(payload, parts=parts, app_id=app_id)
 
     async def push_payload(
         self,
@@ -187,12 +198,13 @@ class FakeLongConnection(AppServer):
         parts: int = 1,
         message_type: str = "event",
         headers: Mapping[str, str] | None = None,
+        app_id: str | None = None,
     ) -> str:
         """Send ``payload`` in ``parts`` data frames; returns their message_id."""
         message_id = f"msg_{uuid.uuid4().hex[:12]}"
         size = -(-len(payload) // parts) if payload else 0
         chunks = [payload[i * size : (i + 1) * size] for i in range(parts)]
-        connection = self.current
+        connection = self.current_of(app_id or self.app_id)
         for seq, chunk in enumerate(chunks):
             frame = Frame(SeqID=next(self._ids), LogID=next(self._ids), service=SERVICE_ID)
             frame.method = 1  # data
@@ -218,10 +230,19 @@ class FakeLongConnection(AppServer):
         await wait_until(lambda: any(r.message_id == message_id for r in self.responses), within)
         return next(r for r in self.responses if r.message_id == message_id)
 
-    async def wait_connections(self, count: int, *, within: float = 5.0) -> Connection:
-        """Wait until ``count`` connections were opened and the last is still open."""
-        await wait_until(lambda: len(self.connections) >= count and self.open_connections(), within)
-        return self.current
+    async def wait_connections(
+        self, count: int, *, within: float = 5.0, app_id: str | None = None
+    ) -> Connection:
+        """Wait until ``count`` connections were opened and the last of ``app_id`` (the
+        main app by default) is still open."""
+        app = app_id or self.app_id
+
+        def opened() -> bool:
+            mine = [c for c in self.connections if c.app_id == app]
+            return len(self.connections) >= count and any(not c.closed for c in mine)
+
+        await wait_until(opened, within)
+        return self.current_of(app)
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -238,11 +259,14 @@ class FakeLongConnection(AppServer):
             return web.json_response(
                 {"code": fault.code, "msg": fault.msg, "data": None}, status=fault.http_status
             )
-        if body.get("AppID") != self.app_id:
+        secrets = {self.app_id: self.app_secret, **self.other_apps}
+        app_id = body.get("AppID")
+        if app_id not in secrets:
             return web.json_response({"code": 10003, "msg": "invalid param: app_id"})
-        if body.get("AppSecret") != self.app_secret:
+        if body.get("AppSecret") != secrets[app_id]:
             return web.json_response({"code": 10014, "msg": "app secret invalid"})
-        device_id = f"d{len(self.endpoint_requests)}"
+        # Which app a connection is: in its device id (Feishu's is opaque too).
+        device_id = f"d{len(self.endpoint_requests)}-{app_id}"
         url = (
             f"{'wss' if request.secure else 'ws'}://{request.host}{WS_PATH}?device_id={device_id}&service_id={SERVICE_ID}"
             f"&access_key=ak_{uuid.uuid4().hex[:8]}&ticket=tk_{uuid.uuid4().hex[:8]}"
@@ -263,7 +287,9 @@ class FakeLongConnection(AppServer):
             return web.Response(status=400, text="missing device_id or service_id")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
-        connection = Connection(len(self.connections), ws, request, request.query["device_id"])
+        device_id = request.query["device_id"]
+        app_id = device_id.partition("-")[2] or self.app_id
+        connection = Connection(len(self.connections), ws, request, device_id, app_id)
         self.connections.append(connection)
         try:
             async for message in ws:
