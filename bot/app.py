@@ -204,9 +204,9 @@ def _lifecycle(
             await services.readers.aclose()  # a file still being read is abandoned
             await services.database.dispose()
             await built.hub.aclose()
-            if built.owns_model and isinstance(built.model, OpenAICompatibleLLM):
-                await built.model.aclose()
-            for client in built.extra_models:
+            if built.models.owns_model and isinstance(built.models.model, OpenAICompatibleLLM):
+                await built.models.model.aclose()
+            for client in built.models.clients:
                 await client.aclose()
 
     return lifecycle

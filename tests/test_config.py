@@ -447,7 +447,7 @@ def test_a_bad_token_key_stops_the_bot_before_it_starts():
 
 
 def test_the_model_call_timeout_is_a_setting_every_client_gets(monkeypatch, tmp_path):
-    from bot.wiring import _client
+    from bot.wiring.models import model_client
 
     assert load_settings().llm().timeout == 60.0
     monkeypatch.setenv("LLM_TIMEOUT_SECONDS", "300")
@@ -456,7 +456,7 @@ def test_the_model_call_timeout_is_a_setting_every_client_gets(monkeypatch, tmp_
     settings = load_settings()
     configs = [settings.llm(), settings.vision_llm(), settings.hint_models()["fast"]]
     assert [c.timeout for c in configs if c is not None] == [300.0] * 3
-    client = _client(settings.llm(), settings.network())
+    client = model_client(settings.llm(), settings.network())
     assert client._client.timeout == 300.0  # what the openai SDK waits, with its own client
     for wrong in ("0", "-1", "7200"):
         monkeypatch.setenv("LLM_TIMEOUT_SECONDS", wrong)

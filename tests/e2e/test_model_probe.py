@@ -129,7 +129,7 @@ async def test_a_server_that_hangs_on_the_probe_does_not_hold_start_up(
 
     llm_server.answers_probes = False
     llm_server.handler = hangs_when_probed
-    monkeypatch.setattr("bot.wiring.STARTUP_WAIT", 0.05)
+    monkeypatch.setattr("bot.wiring.models.STARTUP_WAIT", 0.05)
     settings = settings_for(tmp_path, feishu, llm_server)
     try:
         async with running_bot(settings, feishu, llm_server) as bot:
