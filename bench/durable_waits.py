@@ -59,7 +59,7 @@ from bot.engine import (  # noqa: E402
 )
 from bot.engine.testing import ScriptedLLM, tool_call  # noqa: E402
 from bot.feishu.card_writer import CardAnchor  # noqa: E402
-from bot.runtime.parking import (  # noqa: E402
+from bot.runtime.turn.parking import (  # noqa: E402
     CheckpointSeal,
     ParkedTurn,
     checkpoint_key,

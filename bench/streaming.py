@@ -48,7 +48,7 @@ from bot.engine import AgentResult, LLMResponse, ReActAgent, StreamDelta, Usage 
 from bot.feishu.card_writer import LiveReply  # noqa: E402
 from bot.feishu.client import FeishuClient  # noqa: E402
 from bot.feishu.live_card import THINKING  # noqa: E402
-from bot.runtime.live import LiveAnswer  # noqa: E402
+from bot.runtime.turn.live import LiveAnswer  # noqa: E402
 
 from fakes.feishu_server import FakeFeishu  # noqa: E402
 

@@ -30,8 +30,8 @@ from bot.governance.user_auth.config import CALLBACK_PATH
 from bot.media.limits import ReaderLimits
 from bot.metrics import Metrics
 from bot.network import Network
-from bot.runtime.intake import MESSAGE_EVENT
-from bot.runtime.schedule_console import ScheduleConsole
+from bot.runtime.intake.claims import MESSAGE_EVENT
+from bot.runtime.schedules.console import ScheduleConsole
 from bot.store import Database, RunStore
 from bot.wiring import Overrides, Services, build_services
 from connectors.base import Connector

@@ -78,7 +78,7 @@ from bot.network import Network, model_http_client
 from bot.reachability import describe as describe_network
 from bot.reachability import outbound_hosts, reach_all, route
 from bot.runtime.api_budget import ApiUsage
-from bot.runtime.schedule_tools import TOOL_NAMES as SCHEDULE_TOOL_NAMES
+from bot.runtime.schedules.tools import TOOL_NAMES as SCHEDULE_TOOL_NAMES
 from bot.store import ApiCallLedger, Database, current_revision, head_revision
 from bot.timezones import time_zone
 from connectors.base import ConnectorContext

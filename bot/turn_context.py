@@ -41,7 +41,7 @@ class RunSlot(Protocol):
 
 
 class RunParking(Protocol):
-    """Where a run that waits for a person saves where it stands (``bot/runtime/parking.py``),
+    """Where a run that waits for a person saves where it stands (``bot/runtime/turn/parking.py``),
     so that the process that takes its message over resumes it."""
 
     async def save(self, checkpoint: RunCheckpoint) -> None: ...

@@ -1,5 +1,6 @@
-"""The one admission a message and a scheduled firing both pass (``bot/runtime/admission.py``),
-against the Feishu emulator's chat member list through the real client.
+"""The one admission a message and a scheduled firing both pass
+(``bot/runtime/intake/admission.py``), against the Feishu emulator's chat member list
+through the real client.
 
 A delivered message is Feishu's word that its sender and the bot are in the chat; a firing
 has none, so Feishu is asked. Whatever the chat, the allowlist, who is in it and whether
@@ -20,7 +21,7 @@ from bot.config import ChatPolicy
 from bot.feishu.client import FeishuClient
 from bot.governance.budgets import Budgets, Refusal
 from bot.governance.config import BudgetConfig
-from bot.runtime.admission import MAX_MEMBER_PAGES, TOO_BIG, Admission, Closed, Entry
+from bot.runtime.intake.admission import MAX_MEMBER_PAGES, TOO_BIG, Admission, Closed, Entry
 from bot.store import Database, upgrade_async
 from bot.store.usage import UsageStore
 

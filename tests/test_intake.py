@@ -9,7 +9,7 @@ import logging
 import time
 
 from bot.feishu.webhook import VerifiedEvent, WebhookVerifier
-from bot.runtime.intake import EventIntake, InFlight, RecentClaims
+from bot.runtime.intake.claims import EventIntake, InFlight, RecentClaims
 from bot.runtime.tasks import TaskTracker
 from bot.store import Database, MessageLedger, upgrade_async
 
@@ -166,7 +166,7 @@ async def test_a_lease_that_ended_is_not_reported_lost_and_one_taken_over_is(tmp
         assert {c.message_id for c in taken} == {"om_kept", "om_taken"}
         assert await ledgers[1].complete("om_kept", owner="p1") is True
         assert await ledgers[1].renew("om_taken", owner="p1", lease_seconds=60.0)
-        with caplog.at_level(logging.DEBUG, logger="bot.runtime.intake"):
+        with caplog.at_level(logging.DEBUG, logger="bot.runtime.intake.claims"):
             await here.renew_leases()
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert warnings == ["lost the claim on om_taken to p1"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.engine import PhaseEvent, PlanStepEvent, StepEvent
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.live_card import progress_markdown
-from bot.runtime.live import LiveAnswer
+from bot.runtime.turn.live import LiveAnswer
 
 
 def live() -> LiveAnswer:

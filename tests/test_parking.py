@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bot.engine import Message, RunCheckpoint, ToolCall, Usage
 from bot.feishu.card_writer import CardAnchor
-from bot.runtime.parking import (
+from bot.runtime.turn.parking import (
     CheckpointSeal,
     JoinedMessage,
     ParkedTurn,

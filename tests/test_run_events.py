@@ -10,7 +10,7 @@ from aiohttp import web
 from bot.console import CONSOLE, Console, add_console
 from bot.engine import CompactEvent, StepEvent
 from bot.engine.messages import Usage
-from bot.runtime.run_events import RunEventHub, RunPublisher
+from bot.runtime.turn.run_events import RunEventHub, RunPublisher
 
 from support.servers import serving
 

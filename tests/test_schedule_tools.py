@@ -1,6 +1,6 @@
 """The scheduled-task tools and their guard, called as the engine calls them, inside a turn:
 every asker of the reply counts (``bot.askers``), and what a chat is shown is what everyone
-in it may see (``bot.runtime.schedule_views``).
+in it may see (``bot.runtime.schedules.views``).
 
 The end-to-end stories are in ``tests/e2e/test_schedule_askers.py`` and
 ``tests/e2e/test_schedule_views.py``; here are the checks the tools make themselves, also
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from bot.askers import Askers
 from bot.engine import HookResult, RunContext, ToolError
 from bot.engine.hooks import _CURRENT_RUN, ToolUse
-from bot.runtime.schedule_tools import SEVERAL_ASKERS, ScheduleTools
-from bot.runtime.schedule_views import Place, view_of
-from bot.runtime.scheduler import SchedulerConfig
+from bot.runtime.schedules.scheduler import SchedulerConfig
+from bot.runtime.schedules.tools import SEVERAL_ASKERS, ScheduleTools
+from bot.runtime.schedules.views import Place, view_of
 from bot.store import Database, upgrade_async
 from bot.store.schedules import ScheduledTask, ScheduleStore
 from bot.turn_context import TurnContext

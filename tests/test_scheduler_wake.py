@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.runtime.scheduler import POLL_SECONDS, ScheduledRuns, SchedulerConfig
+from bot.runtime.schedules.scheduler import POLL_SECONDS, ScheduledRuns, SchedulerConfig
 from bot.store import Database, upgrade_async
 from bot.store.schedules import ScheduleStore
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from bot.engine import ImagePart, LLMContextOverflow, LLMRequestError, Message, OpenAICompatibleLLM
-from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
+from bot.runtime.turn.vision import ImageDescriber, ImageFallbackLLM, ImageText
 
 from fakes.openai_server import Reply
 
@@ -39,7 +39,7 @@ async def test_a_refused_image_request_is_retried_as_text_and_said_once(fake_ope
     main = llm(fake_openai)
     model = ImageFallbackLLM(main, ImageText(None))
 
-    with caplog.at_level(logging.WARNING, logger="bot.runtime.vision"):
+    with caplog.at_level(logging.WARNING, logger="bot.runtime.turn.vision"):
         first = await model.chat(question())
         second = await model.chat(question())
     await main.aclose()
@@ -163,7 +163,7 @@ async def test_a_request_with_images_refused_without_a_reason_goes_again_as_text
     main = llm(fake_openai)
     model = ImageFallbackLLM(main, ImageText(None))
 
-    with caplog.at_level(logging.WARNING, logger="bot.runtime.vision"):
+    with caplog.at_level(logging.WARNING, logger="bot.runtime.turn.vision"):
         first = await model.chat(question())
         second = await model.chat(question())
     await main.aclose()

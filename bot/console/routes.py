@@ -20,7 +20,7 @@ A body is read and parsed by the guard, for every route, before the handler runs
     POST /api/readonly {"on": true|false}  switch it, as an admin
     GET  /api/audit?limit=50&action=...    the audit log, newest first
     GET  /api/usage                        tokens and messages per user and group, today
-    GET  /api/schedules                    every scheduled task (bot.runtime.schedule_console)
+    GET  /api/schedules                    every scheduled task (bot.runtime.schedules.console)
     POST /api/schedules/{id}/cancel        cancel one, as an admin (audited)
     GET  /api/profiles                     the agent profiles (larkgate.toml) and their routes
     GET  /api/authorizations               who let the bot act as them, until when (no token)
@@ -42,8 +42,8 @@ from aiohttp import web
 from bot.governance.service import Governance
 from bot.governance.user_auth.service import UserAuth
 from bot.runtime.api_budget import ApiUsage
-from bot.runtime.run_events import RunChannel, RunEventHub
-from bot.runtime.schedule_console import ScheduleConsole, task_json
+from bot.runtime.schedules.console import ScheduleConsole, task_json
+from bot.runtime.turn.run_events import RunChannel, RunEventHub
 from bot.store.approvals import ApprovalRecord
 from bot.store.runs import RunRecord, RunStore
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.runtime.run_events import PublishedEvent, RunChannel
+from bot.runtime.turn.run_events import PublishedEvent, RunChannel
 from bot.store.runs import RunRecord
 
 logger = logging.getLogger(__name__)

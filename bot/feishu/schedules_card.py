@@ -1,6 +1,6 @@
 """The /schedules card: a person's scheduled tasks (an admin's: everyone's), each with a
 Cancel button for those the viewer may cancel. In a group it shows only that chat's tasks
-and counts the others (which tasks: ``bot.runtime.schedule_views``).
+and counts the others (which tasks: ``bot.runtime.schedules.views``).
 
 A pure function of a view model. The button's value names the task and where the card was
 drawn (the runtime seals it); who pressed it is checked again when the click arrives (the

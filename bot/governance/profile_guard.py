@@ -1,6 +1,6 @@
 """A chat's profile decides which tools may run there, whatever the model names.
 
-The profile's tools are the only ones its run is given (``bot.runtime.agents``), so a
+The profile's tools are the only ones its run is given (``bot.runtime.turn.agents``), so a
 model naming another one, in native or JSON mode, in a plan's step, a scheduled or a
 resumed run, is told by the engine that no such tool exists. This guard is the second
 layer, where every call is checked: whatever registry a run was built with (a path that

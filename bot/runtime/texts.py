@@ -19,7 +19,7 @@ Commands:"""
 
 
 def help_text(command_lines: list[str]) -> str:
-    """/help: what the bot does, then its commands (``bot.runtime.commands``)."""
+    """/help: what the bot does, then its commands (``bot.runtime.intake.commands``)."""
     return "\n".join([HELP_INTRO, *command_lines])
 
 

@@ -520,7 +520,7 @@ class BotHopsRow(SQLModel, table=True):
 
     Bots that mention each other could answer each other forever: an accepted bot message
     adds one, a person's message starts the count over, and past the cap the bot stays
-    silent (``bot/runtime/bot_peers.py``). ``told`` marks that the cutoff was said.
+    silent (``bot/runtime/intake/bot_peers.py``). ``told`` marks that the cutoff was said.
     """
 
     __tablename__ = "bot_hops"

@@ -12,7 +12,7 @@ from bot.feishu.client import FeishuClient
 from bot.metrics import Metrics
 from bot.runtime import texts
 from bot.runtime.api_budget import ApiUsage, Delivery
-from bot.runtime.identity import BotIdentity
+from bot.runtime.intake.identity import BotIdentity
 from bot.store import (
     Database,
 )

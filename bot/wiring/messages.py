@@ -6,16 +6,16 @@ from __future__ import annotations
 from bot.config import RuntimeConfig, Settings
 from bot.conversations import ConversationWorkers
 from bot.runtime import texts
-from bot.runtime.bot_peers import BotPeers
 from bot.runtime.conversation_lock import SharedConversationLock
-from bot.runtime.intake import EventIntake, InFlight
-from bot.runtime.logins import Logins
-from bot.runtime.messages import MessageHandler
+from bot.runtime.intake.bot_peers import BotPeers
+from bot.runtime.intake.claims import EventIntake, InFlight
+from bot.runtime.intake.logins import Logins
+from bot.runtime.intake.routing import MessageHandler
 from bot.runtime.replies import ReplySender
-from bot.runtime.run_events import RunEventHub
-from bot.runtime.schedule_cards import ScheduleCards
+from bot.runtime.schedules.cards import ScheduleCards
 from bot.runtime.tasks import TaskTracker
 from bot.runtime.turn import TurnRunner
+from bot.runtime.turn.run_events import RunEventHub
 from bot.store import (
     ConversationStore,
     MessageLedger,

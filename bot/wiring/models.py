@@ -15,8 +15,8 @@ from bot.engine.probe import PROBE_TIMEOUT, EndpointReport, probe_endpoint
 from bot.engine.probed_llm import STARTUP_WAIT, ProbedLLM
 from bot.metrics import MeteredLLM, Metrics
 from bot.network import Network, model_http_client
-from bot.runtime.media import Transcribe
-from bot.runtime.vision import ImageDescriber, ImageFallbackLLM, ImageText
+from bot.runtime.turn.media import Transcribe
+from bot.runtime.turn.vision import ImageDescriber, ImageFallbackLLM, ImageText
 
 
 @dataclass(frozen=True, kw_only=True)

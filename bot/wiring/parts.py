@@ -24,11 +24,11 @@ from bot.media.reader_pool import ReaderPool
 from bot.metrics import Metrics
 from bot.runtime.api_budget import ApiUsage
 from bot.runtime.conversation_lock import SharedConversationLock
-from bot.runtime.identity import BotIdentity
-from bot.runtime.intake import EventIntake, InFlight
-from bot.runtime.run_events import RunEventHub
-from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
+from bot.runtime.intake.claims import EventIntake, InFlight
+from bot.runtime.intake.identity import BotIdentity
+from bot.runtime.schedules.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.tasks import TaskTracker
+from bot.runtime.turn.run_events import RunEventHub
 from bot.store import (
     Database,
     MessageLedger,

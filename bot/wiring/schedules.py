@@ -8,9 +8,9 @@ from bot.conversations import ConversationWorkers
 from bot.feishu.question_card import QUESTION_ACTION
 from bot.feishu.schedules_card import SCHEDULE_ACTION
 from bot.governance.seal import ButtonSeal
-from bot.runtime.admission import Admission
-from bot.runtime.schedule_cards import ScheduleCards
-from bot.runtime.scheduler import ScheduledRuns, SchedulerConfig
+from bot.runtime.intake.admission import Admission
+from bot.runtime.schedules.cards import ScheduleCards
+from bot.runtime.schedules.scheduler import ScheduledRuns, SchedulerConfig
 from bot.runtime.turn import TurnRunner
 
 from .parts import Foundation, GovernedTools

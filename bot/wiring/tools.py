@@ -18,7 +18,7 @@ from bot.governance.questions import Questions
 from bot.governance.seal import ButtonSeal
 from bot.governance.service import build_governance
 from bot.governance.user_auth.service import UserAuth, build_user_auth
-from bot.runtime.schedule_tools import ScheduleTools
+from bot.runtime.schedules.tools import ScheduleTools
 from bot.runtime.tasks import TaskTracker
 from bot.store import (
     CallLogStore,

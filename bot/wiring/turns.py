@@ -11,13 +11,13 @@ from bot.engine.interrupts import InterruptLimits
 from bot.feishu.card_writer import LiveReply
 from bot.feishu.client import FeishuClient
 from bot.feishu.events import InboundMessage
-from bot.runtime.agents import AgentBuilder
 from bot.runtime.api_budget import Delivery
-from bot.runtime.intake import InFlight
-from bot.runtime.media import MediaReader
-from bot.runtime.parking import Checkpoints, CheckpointSeal, checkpoint_key
-from bot.runtime.run_events import RunEventHub
+from bot.runtime.intake.claims import InFlight
 from bot.runtime.turn import TurnRunner
+from bot.runtime.turn.agents import AgentBuilder
+from bot.runtime.turn.media import MediaReader
+from bot.runtime.turn.parking import Checkpoints, CheckpointSeal, checkpoint_key
+from bot.runtime.turn.run_events import RunEventHub
 from bot.store import (
     CheckpointStore,
     ConversationStore,

@@ -84,7 +84,7 @@ def observations(bot: Bot) -> list[str]:
 async def test_bobs_grant_does_not_run_a_call_carols_message_joined(
     tmp_path, feishu, llm_server, caplog
 ):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     deployer = Deployer()
     llm_server.handler = deploying(["api"])
     settings = settings_for(
@@ -167,7 +167,7 @@ async def test_bobs_grant_does_not_run_a_call_carols_message_joined(
 async def test_when_each_approves_their_own_a_joined_call_is_refused_with_the_reason(
     tmp_path, feishu, llm_server, caplog
 ):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     deployer = Deployer()
     model = held_deploy("api")
     llm_server.handler = model
@@ -193,7 +193,7 @@ async def test_when_each_approves_their_own_a_joined_call_is_refused_with_the_re
 async def test_a_joined_reply_counts_against_every_askers_budget(
     tmp_path, feishu, llm_server, caplog
 ):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     cost = costing({"prompt_tokens": 700})
     model = Held(cost)
     llm_server.handler = model
@@ -235,7 +235,7 @@ async def test_a_message_without_words_is_admitted_before_it_joins_a_reply(
 ):
     # A bare mention in reply to a message (the bot reads the message replied to) has no
     # words of its own: it must still pass the budgets before it joins someone's reply.
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     cost = costing({"prompt_tokens": 1200})
     llm_server.handler = cost
     settings = settings_for(

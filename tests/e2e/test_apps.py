@@ -18,7 +18,7 @@ import pytest
 
 from bot.app import APP_SERVICES
 from bot.engine import tool_from_function
-from bot.runtime.bot_peers import LOOP_CUTOFF
+from bot.runtime.intake.bot_peers import LOOP_CUTOFF
 from bot.store.approvals import ApprovalStore
 from bot.store.audit import AuditLog
 from bot.store.conversations import ConversationStore

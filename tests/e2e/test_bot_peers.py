@@ -1,5 +1,5 @@
 """Other bots' messages end to end: answered only from accepted bots that mention this bot
-in a group, and never in an endless loop (``bot/runtime/bot_peers.py``)."""
+in a group, and never in an endless loop (``bot/runtime/intake/bot_peers.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.runtime.bot_peers import LOOP_CUTOFF
+from bot.runtime.intake.bot_peers import LOOP_CUTOFF
 from bot.store.bot_hops import BotHopsStore
 
 from e2e.harness import BOT_OPEN_ID, Bot, answering, running_bot, settings_for

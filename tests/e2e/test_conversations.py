@@ -40,7 +40,7 @@ async def test_history_carries_over_and_reset_forgets_it(bot):
 async def test_help(bot):
     await bot.say("om_h", "/help")
     text = await bot.reply("om_h")
-    # Written from the commands' one declaration (bot.runtime.commands): every one is in it.
+    # Written from the commands' one declaration (bot.runtime.intake.commands): every one is in it.
     usages = ["/plan <question>", "/stop", "/reset", "/schedules", "/login", "/logout"]
     usages += ["/help", "/readonly on|off|status", "/admin"]
     for usage in usages:
@@ -77,7 +77,7 @@ async def test_stop_cancels_the_running_reply_and_says_so(bot):
 
 
 async def test_a_message_during_a_run_joins_it(bot, caplog):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     gate = HoldFirstLoopCall()
     bot.llm_server.handler = gate
     await bot.say("om_q", "compare Paris and Rome")

@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.governance.gate import TAMPERED_NOTE
 from bot.runtime import texts
-from bot.runtime.parking import CheckpointSeal, checkpoint_key, encode
+from bot.runtime.turn.parking import CheckpointSeal, checkpoint_key, encode
 from bot.store import CheckpointStore, ConversationStore, Database, MessageLedger
 from bot.store.approvals import ApprovalStore
 from bot.store.org import OrgSettingsStore
@@ -250,7 +250,7 @@ async def test_a_resealed_checkpoint_with_other_arguments_is_refused_by_the_gate
     async with Database(settings.database_url) as db:
         store = CheckpointStore(db)
         stored = await store.for_message("om_d8")
-        from bot.runtime.parking import decode
+        from bot.runtime.turn.parking import decode
 
         parked = decode(stored, seal)
         engine = parked.engine

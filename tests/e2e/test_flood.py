@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from bot.engine import ContextGuard, Message
 from bot.governance import texts as governance_texts
-from bot.runtime.messages import CONVERSATION_FULL
+from bot.runtime.intake.routing import CONVERSATION_FULL
 from bot.store import RunStore
 from bot.store.models import ConversationMessageRow
 
@@ -110,7 +110,7 @@ async def history_message_ids(bot: Bot) -> list[str]:
 async def test_a_flood_in_a_shared_group_is_bounded_and_every_message_accounted_for(
     tmp_path, feishu, llm_server, caplog
 ):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     model = HeldModel()
     llm_server.handler = model
     settings = settings_for(

@@ -254,7 +254,7 @@ async def test_stop_during_a_plan_stops_the_steps_and_skips_the_rest(start, weat
 
 
 async def test_a_follow_up_during_a_plan_replans_with_it(start, weather, caplog):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     first = plan_of(("s1", "Weather in Paris", ()), ("s2", "Weather in London", ()))
     second = plan_of(("t1", "Weather in Tokyo", ()))
     model = PlanModel(plans=[first, second], steps=LOOKUPS)

@@ -1,4 +1,4 @@
-"""A scheduled firing passes every check a message passes (``bot/runtime/admission.py``).
+"""A scheduled firing passes every check a message passes (``bot/runtime/intake/admission.py``).
 
 A group task fires as its creator's message in the group would: not after the group was
 taken off the allowlist, not after its creator left the group, not after the bot was

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.engine import Tool, tool_from_function
-from bot.runtime.schedule_tools import SEVERAL_ASKERS
+from bot.runtime.schedules.tools import SEVERAL_ASKERS
 
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
 from fakes.openai_server import Reply
@@ -99,7 +99,7 @@ async def carol_joins_bobs_reply(bot: Bot, lookup: Lookup, caplog: Any, round_: 
 
 
 async def test_a_reply_carol_joined_schedules_nothing_for_bob(tmp_path, feishu, llm_server, caplog):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     lookup = Lookup()
     llm_server.handler = looks_up_then(
         "schedule_task", {"prompt": "Tell the team to stretch", "at": in_an_hour()}
@@ -121,7 +121,7 @@ async def test_carol_joining_while_the_approval_waits_stores_no_task(
     """The guard saw Bob alone; Carol joins while the approval card waits; the admin
     approves; still no task is stored (the approval gate, and the tool itself when it runs,
     find two askers: ``tests/test_schedule_tools.py`` holds the tool's own check)."""
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
 
     def schedules_at_once(body: dict[str, Any]) -> Reply:
         seen = [m["content"] for m in body["messages"] if m["role"] == "tool"]
@@ -164,7 +164,7 @@ async def add_task(bot: Bot, creator: str, prompt: str) -> Any:
 async def test_a_reply_carol_joined_lists_and_cancels_only_what_both_may(
     tmp_path, feishu, llm_server, caplog
 ):
-    caplog.set_level(logging.INFO, logger="bot.runtime.messages")
+    caplog.set_level(logging.INFO, logger="bot.runtime.intake.routing")
     lookup = Lookup()
     settings = settings_for(tmp_path, feishu, llm_server)
     async with running_bot(settings, feishu, llm_server, tools=[lookup.tool()]) as bot:

@@ -1,4 +1,4 @@
-"""Chat commands, declared once (``bot.runtime.commands``): what is a command, and /help."""
+"""Chat commands, declared once (``bot.runtime.intake.commands``): what is a command, and /help."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.runtime import texts
-from bot.runtime.commands import ChatCommand, ChatCommands
+from bot.runtime.intake.commands import ChatCommand, ChatCommands
 
 
 async def _noop(message, key) -> None:

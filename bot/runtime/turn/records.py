@@ -17,22 +17,21 @@ from bot.feishu.card_writer import ReplyOutcome
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
 from bot.profiles import Profile
+from bot.runtime import texts
+from bot.runtime.turn.live import LiveAnswer
+from bot.runtime.turn.parking import (
+    JoinedMessage,
+    TurnFacts,
+    TurnParking,
+)
+from bot.runtime.turn.questions import Question
+from bot.runtime.turn.run_events import RunPublisher
 from bot.store import (
     FinishedTurn,
     HistoryEntry,
     LoadedConversation,
 )
 from bot.turn_context import TurnContext
-
-from .. import texts
-from ..live import LiveAnswer
-from ..parking import (
-    JoinedMessage,
-    TurnFacts,
-    TurnParking,
-)
-from ..questions import Question
-from ..run_events import RunPublisher
 
 logger = logging.getLogger(__name__)
 

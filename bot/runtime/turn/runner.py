@@ -24,28 +24,19 @@ from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
 from bot.logs import bind_log_context, log_scope
 from bot.profiles import Profile, Profiles
-from bot.store import (
-    ConversationStore,
-    FinishedTurn,
-    MessageLedger,
-    StoredCheckpoint,
-    TurnJournal,
-)
-
-from .. import texts
-from ..intake import InFlight
-from ..live import LiveAnswer
-from ..media import MediaReader
-from ..parking import (
+from bot.runtime import texts
+from bot.runtime.intake.claims import InFlight
+from bot.runtime.turn.live import LiveAnswer
+from bot.runtime.turn.media import MediaReader
+from bot.runtime.turn.parking import (
     Checkpoints,
     TurnFacts,
     TurnParking,
     UnusableCheckpoint,
     decode,
 )
-from ..questions import Question, build_question, problems_text
-from ..run_events import RunEventHub, RunPublisher
-from .records import (
+from bot.runtime.turn.questions import Question, build_question, problems_text
+from bot.runtime.turn.records import (
     Extras,
     Ran,
     Started,
@@ -59,6 +50,14 @@ from .records import (
     log_finished,
     nothing_to_run,
     profile_name,
+)
+from bot.runtime.turn.run_events import RunEventHub, RunPublisher
+from bot.store import (
+    ConversationStore,
+    FinishedTurn,
+    MessageLedger,
+    StoredCheckpoint,
+    TurnJournal,
 )
 
 logger = logging.getLogger(__name__)

@@ -27,11 +27,10 @@ from bot.conversations import ConversationWorkers, Job
 from bot.feishu.client import FeishuClient
 from bot.feishu.errors import FeishuError
 from bot.feishu.events import InboundMessage
+from bot.runtime.intake.admission import Admission, Closed, Entry
+from bot.runtime.turn import TurnRunner
 from bot.schedules import Schedule
 from bot.store.schedules import Firing, ScheduledTask, ScheduleStore
-
-from .admission import Admission, Closed, Entry
-from .turn import TurnRunner
 
 logger = logging.getLogger(__name__)
 

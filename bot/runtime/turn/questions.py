@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from bot.engine import ImagePart, Message
 from bot.feishu.content import Attachment
 from bot.feishu.events import InboundMessage
+from bot.runtime.turn.media import MediaReader, TurnMedia
 from bot.store import LoadedConversation
-
-from .media import MediaReader, TurnMedia
 
 # What the text of a message holds for its media ("[image]", "[file: q3.pdf]"): not words.
 _PLACEHOLDERS = re.compile(r"\[(?:image|video|sticker|audio|file)(?::[^\]]*)?\]")

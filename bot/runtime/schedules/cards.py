@@ -20,12 +20,11 @@ from bot.feishu.events import CardAction
 from bot.feishu.schedules_card import ScheduleRow, cancel_value, schedules_card
 from bot.governance.actions import toast
 from bot.governance.seal import ButtonSeal
+from bot.runtime.schedules.scheduler import schedule_of
+from bot.runtime.schedules.views import Place, may_act_on, shows, visible_tasks
 from bot.store.audit import AuditEntry
 from bot.store.schedules import ScheduledTask, ScheduleStore
 from bot.timezones import time_zone
-
-from .schedule_views import Place, may_act_on, shows, visible_tasks
-from .scheduler import schedule_of
 
 NOT_YOURS = "Only the person who created this task, or an admin, may cancel it."
 

@@ -26,8 +26,7 @@ from bot.feishu.fetched import FetchedMessage
 from bot.feishu.resources import Resource
 from bot.media import MediaError, format_size
 from bot.media.reader_pool import ReaderPool
-
-from .vision import ImageText
+from bot.runtime.turn.vision import ImageText
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")

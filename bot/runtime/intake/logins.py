@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from bot.feishu.events import InboundMessage
 from bot.governance.user_auth.ask import Asking
 from bot.governance.user_auth.service import UserAuth
-
-from . import texts
+from bot.runtime import texts
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,9 @@ from typing import Any
 
 from bot.feishu.untrusted_json import JSON_OBJECT
 from bot.feishu.webhook import VerifiedEvent
+from bot.runtime.tasks import TaskTracker
 from bot.store import Claim, MessageLedger
 from bot.store.ledger import FINAL_STATES
-
-from .tasks import TaskTracker
 
 logger = logging.getLogger(__name__)
 

@@ -17,13 +17,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from bot.engine import HookResult, Tool, ToolError, ToolUse, current_run, tool_from_function
+from bot.runtime.schedules.scheduler import SchedulerConfig, schedule_of
+from bot.runtime.schedules.views import Place, may_act_on, shows, visible_tasks
 from bot.schedules import Schedule, ScheduleError, parse_schedule
 from bot.store.schedules import ScheduledTask, ScheduleStore, TooManyTasks
 from bot.timezones import UnknownTimeZone, check_time_zone
 from bot.turn_context import TurnContext, current_turn, turn_of
-
-from .schedule_views import Place, may_act_on, shows, visible_tasks
-from .scheduler import SchedulerConfig, schedule_of
 
 NAME_CHARS = 60
 PROMPT_CHARS = 2_000

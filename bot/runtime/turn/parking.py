@@ -34,9 +34,8 @@ from typing import Any
 from bot.conversations.workers import Turn
 from bot.engine import CheckpointError, RunCheckpoint
 from bot.feishu.card_writer import CardAnchor
+from bot.runtime.turn.live import LiveAnswer
 from bot.store import CheckpointStore, StoredCheckpoint
-
-from .live import LiveAnswer
 
 logger = logging.getLogger(__name__)
 

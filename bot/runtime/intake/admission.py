@@ -12,7 +12,7 @@ later holds for both:
 - the budgets (rate limit, daily tokens), for whoever the run is charged to.
 
 Read-only mode is not an admission: every run is offered only the read tools while it is
-on, through the same agent factory (``bot/runtime/agents.py``).
+on, through the same agent factory (``bot/runtime/turn/agents.py``).
 
 What is refused says why. A ``Closed`` chat is closed to the person (not allowed, not a
 member, the bot gone): a message is dropped; a task is paused at once and its creator told,

@@ -19,21 +19,20 @@ from bot.config import ChatPolicy
 from bot.conversations import ConversationWorkers, Job, ScopeInput, scope_key
 from bot.feishu.events import InboundMessage, Rejected, parse_message_event
 from bot.governance.admin import AdminCommands, AdminReply
+from bot.runtime import texts
+from bot.runtime.intake.admission import Admission, Closed, Entry
+from bot.runtime.intake.bot_peers import BotPeers
+from bot.runtime.intake.claims import InFlight
+from bot.runtime.intake.commands import ChatCommand, ChatCommands
+from bot.runtime.intake.identity import BotIdentity
+from bot.runtime.intake.logins import Logins
+from bot.runtime.intake.waiting_media import WaitingMedia
+from bot.runtime.replies import ReplyFailed, ReplySender, ReplyTarget
+from bot.runtime.schedules.cards import ScheduleCards
+from bot.runtime.schedules.views import Place
+from bot.runtime.turn import TurnRunner
+from bot.runtime.turn.questions import has_media
 from bot.store import CheckpointStore, Claim, ConversationStore, MessageLedger, StoredCheckpoint
-
-from . import texts
-from .admission import Admission, Closed, Entry
-from .bot_peers import BotPeers
-from .commands import ChatCommand, ChatCommands
-from .identity import BotIdentity
-from .intake import InFlight
-from .logins import Logins
-from .questions import has_media
-from .replies import ReplyFailed, ReplySender, ReplyTarget
-from .schedule_cards import ScheduleCards
-from .schedule_views import Place
-from .turn import TurnRunner
-from .waiting_media import WaitingMedia
 
 logger = logging.getLogger(__name__)
 
