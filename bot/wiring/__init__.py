@@ -17,10 +17,8 @@ from connectors.hub import ConnectorHub
 from .feishu_side import feishu_side_of
 from .foundation import foundation
 from .messages import message_path
-from .models import default_llm
 from .parts import Built, Foundation, Overrides, Services
 from .tools import governed_tools
-from .turns import live_reply
 
 
 async def build_services(settings: Settings, overrides: Overrides, metrics: Metrics) -> Built:
@@ -49,4 +47,4 @@ async def _app_services(
     return message_path(settings, base, tools, tasks), tools.hub
 
 
-__all__ = ["Built", "Overrides", "Services", "build_services", "default_llm", "live_reply"]
+__all__ = ["Built", "Overrides", "Services", "build_services"]

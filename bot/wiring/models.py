@@ -136,7 +136,3 @@ def transcriber(
         return await client.transcribe(audio, file_name=file_name, model=model)
 
     return client, transcribe
-
-
-def default_llm(settings: Settings) -> LLM:
-    return model_client(settings.llm(), settings.network())
