@@ -28,6 +28,7 @@ from bot.governance.actions import toast
 from bot.governance.service import Governance
 from bot.governance.user_auth.config import CALLBACK_PATH
 from bot.media.limits import ReaderLimits
+from bot.memory.console import MemoryConsole
 from bot.metrics import Metrics
 from bot.network import Network
 from bot.runtime.intake.claims import MESSAGE_EVENT
@@ -179,6 +180,9 @@ def _lifecycle(
                 services.schedules, admin=lambda: services.governance.console.admin
             ),
             user_auth=services.user_auth,
+            memories=None
+            if services.memories is None
+            else MemoryConsole(services.memories, admin=lambda: services.governance.console.admin),
         )
         runtime = settings.runtime()
         chores = {

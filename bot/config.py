@@ -30,6 +30,7 @@ from bot.governance.config import (
 )
 from bot.governance.seal import derive_button_key
 from bot.governance.user_auth.config import UserAuthConfig
+from bot.memory.recall import MemoryConfig
 from bot.network import Network, NetworkSettingError
 from bot.profiles import ProfileError, Profiles, load_profiles
 from bot.timezones import check_time_zone
@@ -116,6 +117,13 @@ class Settings(BaseSettings):
     larkgate_image_max_side: int = Field(default=1568, ge=64, le=8192)
     larkgate_image_max_bytes: int = Field(default=4 * 1024 * 1024, ge=16 * 1024)
     larkgate_file_text_chars: int = Field(default=20_000, ge=500)
+
+    # Memory: what people ask the bot to remember (bot/memory/), recalled where its rules
+    # allow; caps per person and per group (and for everyone), and what a recall may add.
+    larkgate_memory: bool = True
+    larkgate_memory_per_person: int = Field(default=200, ge=1, le=10_000)
+    larkgate_memory_per_chat: int = Field(default=500, ge=1, le=10_000)
+    larkgate_memory_recall_tokens: int = Field(default=400, ge=50, le=8_000)
 
     # Scheduled tasks ("every weekday at 9 post the open tasks here").
     larkgate_schedule_max_per_user: int = Field(default=20, ge=1)
@@ -407,6 +415,14 @@ class Settings(BaseSettings):
             image_max_bytes=self.larkgate_image_max_bytes,
             file_text_chars=self.larkgate_file_text_chars,
             transcription_model=self.llm_transcription_model,
+        )
+
+    def memory(self) -> MemoryConfig:
+        return MemoryConfig(
+            enabled=self.larkgate_memory,
+            per_person=self.larkgate_memory_per_person,
+            per_chat=self.larkgate_memory_per_chat,
+            recall_tokens=self.larkgate_memory_recall_tokens,
         )
 
     def policy(self) -> ChatPolicy:

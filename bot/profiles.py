@@ -7,6 +7,7 @@
     approvers = ["ou_..."]                              # who approves writes there
     mode = "react"                                      # react | dag | auto
     read_only = true                                    # no tool that writes, there
+    memory = false                                      # no memories recalled or kept there
     user_daily_tokens = 50000                           # budgets there (0: none), in place
     group_daily_tokens = 200000                         #   of LARKGATE_USER_DAILY_TOKENS,
     messages_per_minute = 10                            #   ..._GROUP_..., ..._RATE_LIMIT_...
@@ -39,9 +40,11 @@ from bot.engine import ToolRegistry
 RunMode = Literal["react", "dag", "auto"]
 _RUN_MODES = ("react", "dag", "auto")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+# The memory tools (``bot.memory.tools``): a profile with ``memory = false`` has neither.
+MEMORY_TOOLS = ("remember", "forget")
 BUDGET_KEYS = ("messages_per_minute", "user_daily_tokens", "group_daily_tokens")
 _PROFILE_KEYS = frozenset(
-    {"instructions", "tools", "model", "approvers", "mode", "read_only", *BUDGET_KEYS}
+    {"instructions", "tools", "model", "approvers", "mode", "read_only", "memory", *BUDGET_KEYS}
 )
 MAX_INSTRUCTIONS = 8_000
 
@@ -62,6 +65,8 @@ class Profile:
     approvers: tuple[str, ...] = ()
     mode: RunMode | None = None
     read_only: bool = False
+    # Memories recalled into its runs and the remember/forget tools (LARKGATE_MEMORY too).
+    memory: bool = True
     # Budgets in this profile's chats, by BUDGET_KEYS name, in place of the settings'
     # (a key absent: the setting's; 0: no limit there).
     budgets: Mapping[str, int] = field(default_factory=dict)
@@ -70,16 +75,20 @@ class Profile:
         """Whether a call of ``tool`` may run in this profile's chats."""
         if self.read_only and side_effect != "read":
             return False
+        if not self.memory and tool in MEMORY_TOOLS:
+            return False
         return self.tools is None or any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
 
     def offer(self, tools: ToolRegistry) -> ToolRegistry:
         """The tools this profile's model is offered, of ``tools``."""
-        if self.tools is None and not self.read_only:
+        if self.tools is None and not self.read_only and self.memory:
             return tools
         return ToolRegistry([t for t in tools if self.allows(t.name, t.side_effect)])
 
     def refusal(self, tool: str) -> str:
         """What the model is told of a call this profile does not allow."""
+        if not self.memory and tool in MEMORY_TOOLS:
+            return f"this chat's agent ({self.name}) keeps no memories; {tool} did not run"
         if self.tools is not None and not any(fnmatch.fnmatchcase(tool, p) for p in self.tools):
             return (
                 f"{tool} is not one of the tools of this chat's agent ({self.name}); it did "
@@ -186,6 +195,9 @@ def _profile(name: str, table: Any, where: str) -> Profile:
     read_only = table.get("read_only", False)
     if not isinstance(read_only, bool):
         raise ProfileError(f"{at}: read_only must be true or false")
+    memory = table.get("memory", True)
+    if not isinstance(memory, bool):
+        raise ProfileError(f"{at}: memory must be true or false")
     budgets = {key: table[key] for key in BUDGET_KEYS if key in table}
     for key, value in budgets.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -198,6 +210,7 @@ def _profile(name: str, table: Any, where: str) -> Profile:
         approvers=tuple(approvers),
         mode=mode,
         read_only=read_only,
+        memory=memory,
         budgets=budgets,
     )
 

@@ -22,6 +22,8 @@ A body is read and parsed by the guard, for every route, before the handler runs
     GET  /api/usage                        tokens and messages per user and group, today
     GET  /api/schedules                    every scheduled task (bot.runtime.schedules.console)
     POST /api/schedules/{id}/cancel        cancel one, as an admin (audited)
+    GET  /api/memories                     what people asked the bot to remember (bot.memory)
+    POST /api/memories/{id}/forget         forget one, as an admin (audited, without its text)
     GET  /api/profiles                     the agent profiles (larkgate.toml) and their routes
     GET  /api/authorizations               who let the bot act as them, until when (no token)
     POST /api/authorizations/{open_id}/revoke   forget a person's grant, as an admin (audited)
@@ -41,6 +43,7 @@ from aiohttp import web
 
 from bot.governance.service import Governance
 from bot.governance.user_auth.service import UserAuth
+from bot.memory.console import MemoryConsole
 from bot.runtime.api_budget import ApiUsage
 from bot.runtime.schedules.console import ScheduleConsole, task_json
 from bot.runtime.turn.run_events import RunChannel, RunEventHub
@@ -65,6 +68,8 @@ class Console:
     governance: Governance
     api_usage: ApiUsage | None = None
     schedules: ScheduleConsole | None = None
+    # Memories (None: LARKGATE_MEMORY is off, and their routes answer 404).
+    memories: MemoryConsole | None = None
     heartbeat_seconds: float = sse.HEARTBEAT_SECONDS
     # Per-user authorisation (None: off, and its routes answer 404).
     user_auth: UserAuth | None = None
@@ -113,6 +118,8 @@ def add_console(app: web.Application, token: str) -> None:
     app.router.add_get("/api/usage", guarded(_usage))
     app.router.add_get("/api/schedules", guarded(_schedules))
     app.router.add_post("/api/schedules/{task_id}/cancel", guarded(_cancel_schedule))
+    app.router.add_get("/api/memories", guarded(_memories))
+    app.router.add_post("/api/memories/{memory_id}/forget", guarded(_forget_memory))
     app.router.add_get("/api/authorizations", guarded(_authorizations))
     app.router.add_post("/api/authorizations/{open_id}/revoke", guarded(_revoke_authorization))
 
@@ -385,6 +392,31 @@ async def _cancel_schedule(request: web.Request) -> web.Response:
     }
     if result.outcome == "forbidden":
         body["error"] = "no admin (LARKGATE_ADMINS) to cancel it as"
+    return web.json_response(body, status=status)
+
+
+def _memory_console(request: web.Request) -> MemoryConsole:
+    memories = request.app[CONSOLE].memories
+    if memories is None:
+        raise web.HTTPNotFound(
+            text=json.dumps({"error": "memory is off (LARKGATE_MEMORY)"}),
+            content_type="application/json",
+        )
+    return memories
+
+
+async def _memories(request: web.Request) -> web.Response:
+    return web.json_response({"memories": await _memory_console(request).memories()})
+
+
+async def _forget_memory(request: web.Request) -> web.Response:
+    result = await _memory_console(request).forget(request.match_info["memory_id"])
+    status = {"forgotten": 200, "unknown": 404, "forbidden": 403}[result.outcome]
+    body: dict[str, Any] = {"outcome": result.outcome}
+    if result.memory is not None:
+        body["memory"] = {"id": result.memory.id, "scope": result.memory.scope}
+    if result.outcome == "forbidden":
+        body["error"] = "no admin (LARKGATE_ADMINS) to forget it as"
     return web.json_response(body, status=status)
 
 

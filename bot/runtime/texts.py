@@ -114,3 +114,6 @@ def api_budget_notice(step: str, used: int, budget: int) -> str:
 def api_usage_for_admins(summary: str) -> str:
     """The line /help adds for admins."""
     return f"\n\n_Admins: {summary}._"
+
+
+MEMORY_OFF = "Memory is off here: I keep nothing between conversations."

@@ -529,3 +529,29 @@ class BotHopsRow(SQLModel, table=True):
     hops: int = Field(sa_type=Integer)
     told: bool = Field(default=False, sa_type=Boolean)
     updated_at: float = Field(sa_type=Double)
+
+
+class MemoryRow(SQLModel, table=True):
+    """One thing the bot was asked to remember (``remember``), for whom it is recalled.
+
+    ``scope`` and ``owner`` say where it may be read: "person" (``owner``: their open_id;
+    recalled only in their direct messages with the bot), "chat" (``owner``: the group's
+    chat_id; only in that group) or "org" (``owner`` ""; everywhere). ``terms`` is the text
+    cut into search terms (``bot/memory/terms.py``); SQLite indexes them in the FTS5 table
+    ``memories_fts`` (migration 0017), PostgreSQL ranks them as a tsvector.
+    """
+
+    __tablename__ = "memories"
+    __table_args__ = (Index("ix_memories_owner", "app", "scope", "owner", "created_at"),)
+
+    id: str = Field(sa_type=String, primary_key=True)
+    app: str = Field(default="", sa_type=String, sa_column_kwargs=_APP)
+    scope: str = Field(sa_type=String)
+    owner: str = Field(sa_type=String)
+    text: str = Field(sa_type=Text)
+    terms: str = Field(sa_type=Text)
+    created_by: str = Field(sa_type=String)  # open_id of the person it was stored for
+    chat_id: str | None = Field(default=None, sa_type=String)  # where it was stored
+    created_at: float = Field(sa_type=Double)
+    last_used_at: float = Field(sa_type=Double)  # stored or last recalled
+    uses: int = Field(default=0, sa_type=Integer)  # times recalled

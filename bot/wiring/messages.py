@@ -90,6 +90,7 @@ def message_path(
         readers=base.readers,
         questions=tools.questions,
         user_auth=tools.user_auth,
+        memories=tools.memory.store if tools.memory is not None else None,
         app=base.app,
     )
 
@@ -140,6 +141,7 @@ def _message_handler(
         admin_help=admin_help,
         schedules=schedules,
         logins=Logins(tools.user_auth, tools.login_scopes) if tools.user_auth else None,
+        memories=tools.memory.cards if tools.memory is not None else None,
         peers=BotPeers(
             frozenset(settings.larkgate_accept_bots),
             BotHopsStore(base.database, clock=base.clock),

@@ -33,11 +33,13 @@ from bot.store import (
     Database,
     MessageLedger,
 )
+from bot.store.memories import MemoryStore
 from bot.store.schedules import ScheduleStore
 from connectors.base import Connector
 from connectors.config import ConnectorsConfig
 from connectors.hub import ConnectorHub
 
+from .memory import Memory
 from .models import Models
 
 
@@ -85,6 +87,8 @@ class Services:
     questions: Questions  # ask_user's questions and the calls waiting for their answers
     # Per-user authorisation (None: LARKGATE_TOKEN_KEY is not set).
     user_auth: UserAuth | None = None
+    # What people asked the bot to remember (None: LARKGATE_MEMORY is off).
+    memories: MemoryStore | None = None
     app: str = ""  # the [apps.NAME] these serve ("": the default app)
 
 
@@ -130,3 +134,4 @@ class GovernedTools:
     # Per-user authorisation (None: off), and what /login asks for (every user tool's scopes).
     user_auth: UserAuth | None = None
     login_scopes: tuple[str, ...] = ()
+    memory: Memory | None = None  # None: LARKGATE_MEMORY is off

@@ -12,6 +12,7 @@ from bot.engine import (
     ToolRegistry,
     ToolUse,
 )
+from bot.feishu.memory_card import MEMORY_ACTION
 from bot.governance.names import UserNames
 from bot.governance.person_wait import PersonWaits
 from bot.governance.questions import Questions
@@ -30,6 +31,7 @@ from bot.turn_context import turn_of
 from connectors.call_log import CallLogHook
 
 from .connectors import build_connectors, scopes_by_tool
+from .memory import build_memory
 from .parts import Foundation, GovernedTools, Overrides
 from .schedules import scheduler_config
 
@@ -75,8 +77,15 @@ async def governed_tools(
         timezone=settings.larkgate_timezone,
         clock=base.clock,
     )
+    memory = build_memory(settings, base)
     registry = ToolRegistry(
-        [*hub.registry, *schedule_tools.tools(), questions.tool(), *overrides.tools]
+        [
+            *hub.registry,
+            *schedule_tools.tools(),
+            questions.tool(),
+            *(memory.tools if memory is not None else ()),
+            *overrides.tools,
+        ]
     )
     governance = build_governance(
         settings.governance(),
@@ -96,6 +105,8 @@ async def governed_tools(
         user_auth_gate=user_auth.gate(user_scopes.get) if user_auth else None,
         app=base.app,
     )
+    if memory is not None:
+        governance.card_actions.register(MEMORY_ACTION, memory.cards.click)
     # Governance's hooks come last among those that may rewrite or hold a call: the
     # approver sees the arguments that will run, and read-only mode is checked again
     # right before the call runs (the call log only observes afterwards).
@@ -116,6 +127,7 @@ async def governed_tools(
         schedule_wake=wake,
         questions=questions,
         user_auth=user_auth,
+        memory=memory,
         login_scopes=tuple(sorted({s for scopes in user_scopes.values() for s in scopes})),
     )
 

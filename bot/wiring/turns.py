@@ -104,6 +104,7 @@ def turn_runner(
         ),
         model_deadline_seconds=settings.larkgate_turn_deadline_seconds,
         profiles=settings.profiles(),
+        recall=tools.memory.recall if tools.memory is not None else None,
         checkpoints=Checkpoints(
             store=CheckpointStore(base.database, clock=base.clock),
             seal=CheckpointSeal(checkpoint_key(settings.governance().button_key)),

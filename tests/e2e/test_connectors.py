@@ -12,11 +12,13 @@ from fakes.openai_server import Reply
 from support.model_calls import is_synthesis
 
 ALL_TOOLS = {
-    # The bot's own: scheduled tasks, and asking the person a question.
+    # The bot's own: scheduled tasks, asking the person a question, memory.
     "schedule_task",
     "list_scheduled_tasks",
     "cancel_scheduled_task",
     "ask_user",
+    "remember",
+    "forget",
     "calculator",
     "current_time",
     "sql_list_tables",

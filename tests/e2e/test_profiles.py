@@ -60,7 +60,10 @@ PLAN_GROUP = "oc_plan"  # routed to planner (mode "dag")
 OPS_INSTRUCTIONS = "You are the operations desk."
 HELPDESK_INSTRUCTIONS = "You are the helpdesk."
 # The bot's own tools, offered to a run without a profile.
-OWN_TOOLS = {"schedule_task", "list_scheduled_tasks", "cancel_scheduled_task", "ask_user"}
+OWN_TOOLS = {
+    "schedule_task", "list_scheduled_tasks", "cancel_scheduled_task", "ask_user", "remember",
+    "forget",
+}  # fmt: skip
 OUR_TOOLS = {"lookup", "deploy", "delete_all"}
 
 PROFILES = f"""

@@ -55,9 +55,12 @@ def check_then_deploy(body: dict[str, Any]) -> Reply:
     return Reply(content="done")
 
 
-# The bot's own tools, offered to every run: the read one stays in read-only mode.
-# The bot's own tools: scheduled tasks, and asking the person (a read).
-SCHEDULE_TOOLS = {"schedule_task", "list_scheduled_tasks", "cancel_scheduled_task", "ask_user"}
+# The bot's own tools: scheduled tasks, asking the person, and memory (the bot's own notes,
+# reads to read-only mode: nothing outside the bot changes).
+SCHEDULE_TOOLS = {
+    "schedule_task", "list_scheduled_tasks", "cancel_scheduled_task", "ask_user", "remember",
+    "forget",
+}  # fmt: skip
 
 
 def all_offered(body: dict[str, Any]) -> set[str]:
@@ -127,7 +130,9 @@ async def test_write_tools_vanish_and_the_mode_survives_a_restart(tmp_path, feis
         await bot.settle()
         loop_calls = [r.body for r in llm_server.requests if not is_synthesis(r.body)]
         assert loop_calls and all(
-            all_offered(body) == {"status", "list_scheduled_tasks", "ask_user"}
+            # Memory is the bot's own notes: it stays (nothing outside the bot changes).
+            all_offered(body)
+            == {"status", "list_scheduled_tasks", "ask_user", "remember", "forget"}
             for body in loop_calls
         )
         # Even a model that names the write tool anyway cannot run it.

@@ -37,7 +37,15 @@ TABLES = {
     "questions",
     "run_checkpoints",
     "bot_hops",
+    "memories",
 }
+# SQLite's full-text index of the memories (FTS5: the table and its shadow tables), made by
+# migration 0017 beside the models: no model describes a virtual table.
+FTS_TABLES = ("memories_fts",)
+
+
+def _modelled(name: str) -> bool:
+    return name != "alembic_version" and not name.startswith(FTS_TABLES)
 
 
 async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
@@ -48,9 +56,15 @@ async def _schema_of(url: str) -> tuple[dict[str, set[str]], list]:
         tables = {
             name: {column["name"] for column in inspector.get_columns(name)}
             for name in inspector.get_table_names()
-            if name != "alembic_version"
+            if _modelled(name)
         }
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "compare_type": True,
+                "include_name": lambda name, kind, _: kind != "table" or _modelled(name or ""),
+            },
+        )
         return tables, compare_metadata(context, SQLModel.metadata)
 
     database = await Database.connect(url)
@@ -64,7 +78,7 @@ async def test_upgrade_applies_to_an_empty_database_and_is_idempotent(database_u
     assert await asyncio.to_thread(current_revision, database_url) is None
     await asyncio.to_thread(upgrade, database_url)
     await asyncio.to_thread(upgrade, database_url)
-    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0016"
+    assert await asyncio.to_thread(current_revision, database_url) == head_revision() == "0017"
 
 
 async def test_approvals_from_before_0011_were_asked_by_their_requester_alone(database_url):

@@ -27,6 +27,7 @@ from bot.runtime.intake.commands import ChatCommand, ChatCommands
 from bot.runtime.intake.identity import BotIdentity
 from bot.runtime.intake.logins import Logins
 from bot.runtime.intake.waiting_media import WaitingMedia
+from bot.runtime.memory_cards import MemoryCards
 from bot.runtime.replies import ReplyFailed, ReplySender, ReplyTarget
 from bot.runtime.schedules.cards import ScheduleCards
 from bot.runtime.schedules.views import Place
@@ -68,7 +69,10 @@ class MessageHandler:
         logins: Logins | None = None,
         checkpoints: CheckpointStore | None = None,
         peers: BotPeers | None = None,
+        memories: MemoryCards | None = None,
     ) -> None:
+        # /memory: the card of what the bot remembers here (None: memory is off).
+        self._memories = memories
         # Other bots' messages: which are answered, and the loop guard (None: none are).
         self._peers = peers
         # Runs saved while they waited for a person, found again when their message is
@@ -118,6 +122,13 @@ class MessageHandler:
                 "/schedules",
                 "lists your scheduled tasks, with buttons to cancel them.",
                 self._schedules_card,
+            ),
+            ChatCommand(
+                "/memory",
+                "/memory [clear]",
+                "shows what I remember for you here, with buttons to forget; "
+                "`/memory clear` forgets everything I keep for you.",
+                self._memory_card,
             ),
             ChatCommand(
                 "/login",
@@ -320,6 +331,18 @@ class MessageHandler:
         place = Place(message.chat_id, message.chat_type)
         card = await self._schedules.card(message.sender_open_id, place)
         await self._card_reply(message, AdminReply("Your scheduled tasks", card=card))
+
+    async def _memory_card(self, message: InboundMessage, key: str) -> None:
+        if self._memories is None:
+            await self._notice(message, texts.MEMORY_OFF)
+            return
+        words = message.text.split()
+        if words[1:2] == ["clear"]:
+            card = await self._memories.clear_card(message.sender_open_id, message.chat_id)
+            await self._card_reply(message, AdminReply("Forget everything?", card=card))
+            return
+        card = await self._memories.card(message.sender_open_id, message.chat_id, message.chat_type)
+        await self._card_reply(message, AdminReply("What I remember", card=card))
 
     async def _card_reply(self, message: InboundMessage, reply: AdminReply) -> None:
         if reply.card is None:

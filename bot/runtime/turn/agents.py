@@ -66,9 +66,10 @@ class AgentBuilder:
         self._context_budget = context_budget
 
     async def __call__(
-        self, forced: RunMode | None = None, profile: Profile | None = None
+        self, forced: RunMode | None = None, profile: Profile | None = None, memories: str = ""
     ) -> ChatAgent:
-        """``profile``: the chat's (its tools offered, its instructions, model and mode)."""
+        """``profile``: the chat's (its tools offered, its instructions, model and mode);
+        ``memories``: the recalled memories' section, after the instructions."""
         tools = await self._tools_for_run()
         mode = forced or (profile.mode if profile is not None and profile.mode else self.mode)
         options = self._options
@@ -80,6 +81,9 @@ class AgentBuilder:
             models = self.models_of(profile)
             if profile.instructions:
                 options = {**options, "instructions": profile.instructions}
+        if memories:
+            before = options.get("instructions") or ""
+            options = {**options, "instructions": f"{before}\n\n{memories}".strip()}
         if mode == "react":
             return ReActAgent(models.default, tools, hooks=self._hook_chain, **options)
         return DAGAgent(models, tools, hooks=self._hooks, mode=mode, settings=self._plan, **options)

@@ -65,8 +65,11 @@ logger = logging.getLogger(__name__)
 
 # Makes the agent for a new run (async: what it may use depends on the org's mode), in
 # the mode given (``/plan`` forces one) or, with None, the configured one.
-# The agent of a run: the mode /plan forced (or None), the chat's profile (or None).
-AgentFactory = Callable[[RunMode | None, Profile | None], Awaitable[ChatAgent]]
+# The agent of a run: the mode /plan forced (or None), the chat's profile (or None), the
+# recalled memories' section of its instructions ("" for none).
+AgentFactory = Callable[[RunMode | None, Profile | None, str], Awaitable[ChatAgent]]
+# The memories a run recalls, as that section: for the message, its question's text.
+MemoryRecall = Callable[[InboundMessage, str], Awaitable[str]]
 # Makes the live card writer for the reply to a message.
 LiveReplyFactory = Callable[[InboundMessage], LiveReply]
 # Counts a run's tokens against the budget of each of its askers (everyone whose message it
@@ -96,7 +99,10 @@ class TurnRunner:
         model_deadline_seconds: float | None = None,
         checkpoints: Checkpoints | None = None,
         profiles: Profiles | None = None,
+        recall: MemoryRecall | None = None,
     ) -> None:
+        # The memories put into a run's instructions (None: memory is off).
+        self._recall = recall
         # Which agent each chat gets (its profile; none: the default agent).
         self._profiles = profiles if profiles is not None else Profiles()
         # Where runs that wait for a person are saved, to be resumed by any process (None:
@@ -238,7 +244,10 @@ class TurnRunner:
             build_question(message, early, loaded, self._media, earlier=extras.earlier)
         )
         profile = self._profiles.for_chat(message.chat_id, message.chat_type)
-        agent = await self._agent_factory(extras.mode, profile) if question is not None else None
+        agent = None
+        if question is not None:
+            memories = await self._memories(message, question.query, profile)
+            agent = await self._agent_factory(extras.mode, profile, memories)
         if question is None or agent is None or turn.stopped_before_start:
             # A /stop while the question was read (downloads) or the agent made: the run
             # has not bound the queue yet, so the stop was left here for it.
@@ -284,6 +293,17 @@ class TurnRunner:
         )
         ran = Ran(agent, question, start, result, live, events, parking)
         return await self._conclude(turn, message, ran, scheduled=bool(extras.scheduled_task))
+
+    async def _memories(self, message: InboundMessage, query: str, profile: Profile | None) -> str:
+        """The run's memory section: none where memory is off (the settings, the profile),
+        and none when the recall fails (the question is answered without them)."""
+        if self._recall is None or (profile is not None and not profile.memory):
+            return ""
+        try:
+            return await self._recall(message, query)
+        except Exception:
+            logger.exception("recalling memories failed; answering without them")
+            return ""
 
     async def _conclude(
         self, turn: Turn, message: InboundMessage, ran: Ran, *, scheduled: bool = False
@@ -378,7 +398,7 @@ class TurnRunner:
         # refuses the call it waited for.
         profile = self._profiles.for_chat(message.chat_id, message.chat_type)
         # Only a ReAct run is saved (not a plan).
-        agent = await self._agent_factory("react", profile)
+        agent = await self._agent_factory("react", profile, "")
         if not isinstance(agent, ReActAgent):
             return await self._abandon(turn, message, stored, live, texts.cannot_resume("no agent"))
         start = Started(
