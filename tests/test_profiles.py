@@ -185,3 +185,31 @@ def test_a_profiles_budgets_replace_the_settings_in_its_chats_only():
     only = Budgets(BudgetConfig(), usage=None, profiles=profiles)  # type: ignore[arg-type]
     assert only.enabled and only.counts_tokens
     assert not Budgets(BudgetConfig(), usage=None).enabled  # type: ignore[arg-type]
+
+
+def test_a_profile_without_memory_offers_and_allows_no_memory_tool():
+    from bot.engine import ToolRegistry, tool_from_function
+    from bot.profiles import MEMORY_TOOLS
+
+    async def remember(text: str) -> str:
+        """Remember."""
+        return text
+
+    async def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    registry = ToolRegistry(
+        [
+            tool_from_function(remember, side_effect="read"),
+            tool_from_function(lookup, side_effect="read"),
+        ]
+    )
+    (quiet,) = load_profiles(
+        {"profiles": {"quiet": {"memory": False}}}, where="t"
+    ).profiles.values()
+    assert [t.name for t in quiet.offer(registry)] == ["lookup"]
+    assert not any(quiet.allows(name, "read") for name in MEMORY_TOOLS)
+    assert "keeps no memories" in quiet.refusal("remember")
+    with pytest.raises(ProfileError, match="memory must be true or false"):
+        load_profiles({"profiles": {"quiet": {"memory": "no"}}}, where="t")

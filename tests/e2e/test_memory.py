@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,17 @@ import pytest
 
 from bot.feishu.memory_card import forget_value
 from bot.memory.render import HEADING
+from bot.memory.terms import terms
+from bot.schedules import Schedule
 from bot.store import AuditLog
 from bot.store.memories import MemoryStore
 
 from e2e.harness import BOT_OPEN_ID, Bot, running_bot, settings_for
+from e2e.test_schedules import Clock, headers
 from fakes.openai_server import FakeOpenAIServer, Reply
 from support.cards import callback_values
 from support.model_calls import is_synthesis, user_text
+from support.schedules import daily_task
 
 ALICE, BOB, ADMIN = "ou_alice", "ou_bob", "ou_admin"
 GROUP, OTHER_GROUP = "oc_team", "oc_other"
@@ -259,3 +264,62 @@ async def test_the_console_lists_and_forgets_memories_for_admins(tmp_path, feish
             ADMIN,
             "console",
         )
+
+
+async def test_a_profile_without_memory_neither_recalls_nor_keeps(tmp_path, feishu, llm_server):
+    llm_server.handler = model
+    config = tmp_path / "larkgate.toml"
+    config.write_text(
+        f'[profiles.quiet]\nmemory = false\n\n[groups."{GROUP}"]\nprofile = "quiet"\n'
+    )
+    settings = settings_for(tmp_path, feishu, llm_server, larkgate_config=config)
+    async with running_bot(settings, feishu, llm_server) as bot:
+        store = MemoryStore(bot.services.database)
+        await store.add(
+            scope="chat", owner=GROUP, text="quiet fact", terms=["quiet", "fact"],
+            created_by=ALICE, chat_id=GROUP, cap=10,
+        )  # fmt: skip
+        answer = await ask(bot, "om_2", "quiet fact?", chat=GROUP)
+        assert lines_of(answer) == []
+        offered = {
+            t["function"]["name"] for t in bot.llm_server.requests[-1].body.get("tools") or []
+        }
+        assert "remember" not in offered and "forget" not in offered
+        refused = await ask(bot, "om_3", "REMEMBER chat: try anyway", chat=GROUP)
+        # Not offered, so the engine says there is no such tool (and ProfileGuard would
+        # refuse it if a registry had it: tests/test_profiles.py).
+        assert "unknown tool 'remember'" in refused
+        assert [m.text for m in await store.of_owner("chat", GROUP)] == ["quiet fact"]
+
+
+async def test_a_scheduled_run_recalls_its_creator_s_memories_only_in_their_dm(
+    tmp_path, feishu, llm_server
+):
+    llm_server.handler = model
+    clock = Clock(time.time())
+    feishu.workspace.add_chat(GROUP, "Team", members={ALICE})
+    settings = settings_for(tmp_path, feishu, llm_server)
+    async with running_bot(settings, feishu, llm_server, clock=clock) as bot:
+        store = MemoryStore(bot.services.database)
+        await store.add(
+            scope="person", owner=ALICE, text="my standup notes live in the blue doc",
+            terms=terms("my standup notes live in the blue doc"), created_by=ALICE,
+            chat_id=None, cap=10,
+        )  # fmt: skip
+        schedule = Schedule.stored("cron", "0 * * * *", "UTC")
+        due = schedule.next_timestamp_after(clock.now)
+        for chat, chat_type in (("oc_dm_ou_alice", "p2p"), (GROUP, "group")):
+            await daily_task(
+                bot.services.schedules, creator=ALICE, chat_id=chat, chat_type=chat_type,
+                prompt="where do my standup notes live?", name=chat, expression="0 * * * *",
+                next_run_at=due,
+            )  # fmt: skip
+        clock.now = due + 1
+        bot.services.scheduled_runs.wake()
+        await bot.wait_for(lambda: len(headers(bot)) == 2)
+        answers = {}
+        for fired in headers(bot):
+            answers[fired.chat_id] = await bot.reply(fired.message_id)
+        await bot.settle()
+    assert any("blue doc" in line for line in lines_of(answers["oc_dm_ou_alice"]))
+    assert lines_of(answers[GROUP]) == []
