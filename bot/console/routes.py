@@ -37,7 +37,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
 
@@ -369,14 +369,18 @@ async def _usage(request: web.Request) -> web.Response:
     )
 
 
+_Feature = TypeVar("_Feature")
+
+
+def _available(feature: _Feature | None, why_not: str) -> _Feature:
+    """A part of the console the bot may run without: 404 saying why when it is off."""
+    if feature is None:
+        raise web.HTTPNotFound(text=json.dumps({"error": why_not}), content_type="application/json")
+    return feature
+
+
 def _schedule_console(request: web.Request) -> ScheduleConsole:
-    schedules = request.app[CONSOLE].schedules
-    if schedules is None:
-        raise web.HTTPNotFound(
-            text=json.dumps({"error": "scheduled tasks are not available"}),
-            content_type="application/json",
-        )
-    return schedules
+    return _available(request.app[CONSOLE].schedules, "scheduled tasks are not available")
 
 
 async def _schedules(request: web.Request) -> web.Response:
@@ -396,13 +400,7 @@ async def _cancel_schedule(request: web.Request) -> web.Response:
 
 
 def _memory_console(request: web.Request) -> MemoryConsole:
-    memories = request.app[CONSOLE].memories
-    if memories is None:
-        raise web.HTTPNotFound(
-            text=json.dumps({"error": "memory is off (LARKGATE_MEMORY)"}),
-            content_type="application/json",
-        )
-    return memories
+    return _available(request.app[CONSOLE].memories, "memory is off (LARKGATE_MEMORY)")
 
 
 async def _memories(request: web.Request) -> web.Response:
@@ -421,13 +419,9 @@ async def _forget_memory(request: web.Request) -> web.Response:
 
 
 def _user_auth(request: web.Request) -> UserAuth:
-    user_auth = request.app[CONSOLE].user_auth
-    if user_auth is None:
-        raise web.HTTPNotFound(
-            text=json.dumps({"error": "per-user authorisation is off (LARKGATE_TOKEN_KEY)"}),
-            content_type="application/json",
-        )
-    return user_auth
+    return _available(
+        request.app[CONSOLE].user_auth, "per-user authorisation is off (LARKGATE_TOKEN_KEY)"
+    )
 
 
 async def _authorizations(request: web.Request) -> web.Response:

@@ -3,8 +3,11 @@
 Whose memory a call stores or forgets is the run's, never the model's to say: the person
 is the one whose message started the run (``TurnContext``), the group is the run's chat,
 and storing for everyone takes an admin. The model only chooses among what that person may
-do. Nothing outside the bot changes, so the tools are reads to approvals and read-only
-mode (the company's systems); people see and erase what is kept with ``/memory``.
+do. A run that others joined (a group's shared conversation) acts for all of them: it
+stores nobody's personal memory (whose words would it be?) and forgets only what every one
+of them may forget, so one person's message cannot write into, or erase, another's.
+Nothing outside the bot changes, so the tools are reads to approvals and read-only mode
+(which guard the company's systems); people see and erase what is kept with ``/memory``.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class MemoryTools:
             memory = found[0]
         else:
             raise ToolError("say which memory: its memory_id, or text that finds it")
-        if not may_forget(memory, turn.sender_open_id, self._is_admin):
+        if not all(may_forget(memory, who, self._is_admin) for who in turn.askers().everyone):
             raise ToolError("only the person who stored that memory, or an admin, may forget it")
         if await self._store.forget(memory.id, actor=turn.sender_open_id, via="tool") is None:
             return "That memory was already forgotten."
@@ -96,6 +99,11 @@ class MemoryTools:
 
     def _owner(self, turn: TurnContext, scope: str) -> tuple[MemoryScope, str]:
         if scope == "me":
+            if len(turn.askers().everyone) > 1:
+                raise ToolError(
+                    "several people's messages are in this request: a personal memory is "
+                    'stored only when its person asks alone (or use scope "chat")'
+                )
             return "person", turn.sender_open_id
         if scope == "chat":
             if turn.chat_type == "p2p":
