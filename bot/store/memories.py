@@ -339,7 +339,12 @@ def _forget_all(
 
 
 def _audit(
-    connection: Connection, action: str, memory: Memory, actor: str, via: str | None, now: float
+    connection: Connection,
+    action: str,
+    memory: Memory,
+    actor: str | None,  # None: the bot itself (a cap)
+    via: str | None,
+    now: float,
 ) -> None:
     # Never the text: a forgotten memory must not live on in the audit log.
     detail: dict[str, Any] = {

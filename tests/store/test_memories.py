@@ -125,6 +125,13 @@ async def test_past_the_cap_the_oldest_least_used_is_forgotten_and_said(db, cloc
         created_by=ALICE, chat_id=None, cap=2,
     )  # fmt: skip
     assert [m.text for m in stored.evicted] == ["beta fact"]
+    (evicted,) = await AuditLog(db, clock=clock).recent(action="memory.evicted")
+    assert (evicted.actor, evicted.target, evicted.detail["via"]) == (
+        None,
+        stored.evicted[0].id,
+        "cap",
+    )
+    assert "beta" not in json.dumps(evicted.detail)
     kept = {m.text for m in await store.of_owner("person", ALICE)}
     assert kept == {"alpha fact", "gamma fact"}
     assert (await store.get(first.id)).uses == 1  # type: ignore[union-attr]
