@@ -237,9 +237,7 @@ def _add(connection: Connection, row: dict[str, Any], cap: int, sqlite: bool) ->
         ]
         for memory in evicted:
             connection.execute(_DELETE_ONE, {"p_id": memory.id, "p_app": memory.app})
-            _audit(
-                connection, "memory.evicted", memory, memory.created_by, "cap", row["created_at"]
-            )
+            _audit(connection, "memory.evicted", memory, None, "cap", row["created_at"])
     connection.execute(_INSERT, row)
     if sqlite:
         rowid = connection.execute(_ROWID, {"id": row["id"]}).scalar_one()
