@@ -345,7 +345,7 @@ class Settings(BaseSettings):
         """The ``[apps.NAME]`` these settings are for; "" for the default app."""
         return self._app_name
 
-    def apps(self, environ: Mapping[str, str] | None = None) -> tuple[AppSpec, ...]:
+    def apps(self) -> tuple[AppSpec, ...]:
         """The Feishu apps beside the default one ([apps.*]); their secrets come from the
         environment variables the tables name (the environment's, then ``.env``'s)."""
 
@@ -355,7 +355,7 @@ class Settings(BaseSettings):
             try:
                 return load_apps(
                     self._file(),
-                    _secret_environment() if environ is None else environ,
+                    _secret_environment(),
                     where=str(self.larkgate_config),
                     profiles=frozenset(self.profiles().profiles),
                     default_app_id=self.feishu_app_id,

@@ -18,7 +18,7 @@ from bot.config import SettingsError, load_settings
 
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
-from support.env import clear_settings, servable
+from support.env import checkable, clear_settings, servable
 
 ENV = {"HR_SECRET": "s3cret", "HR_TOKEN": "vt-hr", "HR_KEY": "ek-hr"}
 HR = {
@@ -196,16 +196,7 @@ async def test_check_describes_each_app_and_fails_one_feishu_refuses(tmp_path, m
             'verification_token_env = "HR_TOKEN"\nencrypt_key_env = "HR_KEY"\n\n'
             '[apps.ops]\napp_id = "cli_ops"\napp_secret_env = "OPS_SECRET"\nevent_mode = "ws"\n'
         )
-        settings = load_settings(
-            feishu_app_id=feishu.app_id,
-            feishu_app_secret=feishu.app_secret,
-            feishu_verification_token="vt",
-            feishu_encrypt_key="ek",
-            feishu_domain=feishu.domain,
-            llm_base_url=llm.base_url,
-            llm_model="fake-model",
-            larkgate_config=config,
-        )
+        settings = checkable(feishu, llm, config)
         results = {r.name: r for r in await run_checks(settings)}
     hr, ops = results["app hr"], results["app ops"]
     assert hr.level == "ok"

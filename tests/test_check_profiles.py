@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bot.checks import run_checks
-from bot.config import load_settings
 
 from fakes.feishu_server import FakeFeishu
 from fakes.openai_server import FakeOpenAIServer, Reply
+from support.env import checkable
 
 TOML = """
 [connectors.utilities]
@@ -49,16 +49,7 @@ async def test_each_profile_is_described_and_a_typo_fails(fakes, tmp_path):
     feishu, llm = fakes
     config = tmp_path / "larkgate.toml"
     config.write_text(TOML)
-    settings = load_settings(
-        feishu_app_id=feishu.app_id,
-        feishu_app_secret=feishu.app_secret,
-        feishu_verification_token="vt",
-        feishu_encrypt_key="ek",
-        feishu_domain=feishu.domain,
-        llm_base_url=llm.base_url,
-        llm_model="fake-model",
-        larkgate_config=config,
-    )
+    settings = checkable(feishu, llm, config)
     lines = {r.name: r for r in await run_checks(settings)}
     ops = lines["profile ops"]
     assert ops.level == "FAIL"

@@ -28,7 +28,12 @@ def scope_key(message: ScopeInput, group_scope: Scope, app: str = "") -> str:
     """A stable string naming the conversation ``message`` belongs to. ``app``: the
     [apps.NAME] the message came to ("" the default app); two bots in one group hold two
     conversations there, each its own history, lock and grants."""
-    key = _key(message, group_scope)
+    return in_app(app, _key(message, group_scope))
+
+
+def in_app(app: str, key: str) -> str:
+    """``key`` as the [apps.NAME] ``app`` keeps it ("" the default app: unchanged, so the
+    default app's rows from before several apps are still its own)."""
     return f"app:{app}:{key}" if app else key
 
 

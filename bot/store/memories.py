@@ -19,6 +19,7 @@ import hashlib
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -270,23 +271,22 @@ def ranked(rows: Sequence[Mapping[Any, Any]], query_terms: Sequence[str]) -> lis
     if not rows:
         return []
     wanted = set(query_terms)
-    docs = [(row, row["terms"].split()) for row in rows]
-    average = sum(len(words) for _, words in docs) / len(docs) or 1.0
-    holding = {term: sum(1 for _, words in docs if term in words) for term in wanted}
-    weight = {
-        term: math.log((len(docs) - n + 0.5) / (n + 0.5) + 1.0) for term, n in holding.items()
-    }
+    docs = [(row, Counter(row["terms"].split())) for row in rows]
+    lengths = [counts.total() for _, counts in docs]
+    average = sum(lengths) / len(docs) or 1.0
+    holding = Counter(term for _, counts in docs for term in wanted & counts.keys())
+    weight = {t: math.log((len(docs) - n + 0.5) / (n + 0.5) + 1.0) for t, n in holding.items()}
 
-    def score(words: list[str]) -> float:
-        norm = _K1 * (1 - _B + _B * len(words) / average)
-        total = 0.0
-        for term in wanted:
-            count = words.count(term)
-            if count:
-                total += weight[term] * count * (_K1 + 1) / (count + norm)
-        return total
+    def score(counts: Counter[str], length: int) -> float:
+        norm = _K1 * (1 - _B + _B * length / average)
+        return sum(
+            weight[t] * counts[t] * (_K1 + 1) / (counts[t] + norm) for t in wanted & counts.keys()
+        )
 
-    scored = [(score(words), _memory(row)) for row, words in docs]
+    scored = [
+        (score(counts, length), _memory(row))
+        for (row, counts), length in zip(docs, lengths, strict=True)
+    ]
     scored.sort(key=lambda pair: (-pair[0], -pair[1].last_used_at, pair[1].id))
     return [memory for _, memory in scored]
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from bot.config import Settings, load_settings
 
 # What the bot reads from the environment.
 SETTINGS_PREFIXES = ("FEISHU_", "LLM_", "LARKGATE_", "DATABASE_URL")
@@ -44,3 +47,18 @@ def servable(monkeypatch: pytest.MonkeyPatch, **more: str) -> None:
     """Set the settings ``larkgate serve`` requires, and ``more``, for the test."""
     for name, value in {**SERVABLE, **more}.items():
         monkeypatch.setenv(name, value)
+
+
+def checkable(feishu: Any, llm: Any, config: Path) -> Settings:
+    """Settings ``larkgate check`` can run with against the fake Feishu and the fake model,
+    with ``config`` as larkgate.toml."""
+    return load_settings(
+        feishu_app_id=feishu.app_id,
+        feishu_app_secret=feishu.app_secret,
+        feishu_verification_token="vt",
+        feishu_encrypt_key="ek",
+        feishu_domain=feishu.domain,
+        llm_base_url=llm.base_url,
+        llm_model="fake-model",
+        larkgate_config=config,
+    )

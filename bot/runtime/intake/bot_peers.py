@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from bot.conversations.scope import in_app
 from bot.feishu.events import InboundMessage
 from bot.store.bot_hops import BotHopsStore
 
@@ -75,9 +76,8 @@ class BotPeers:
             return Verdict(True)
         # By chat and thread, not by conversation: where each sender has a conversation of
         # their own (chat_sender scopes), a person's message would never end a bot's run.
-        place = f"{message.chat_id}/{message.thread_id or message.root_id}"
         # Two of the deployment's apps in one group count their own bots' turns.
-        scope_key = f"app:{self._app}:{place}" if self._app else place
+        scope_key = in_app(self._app, f"{message.chat_id}/{message.thread_id or message.root_id}")
         if message.sender_type == "user":
             await self._store.from_person(scope_key)
             return Verdict(True)
